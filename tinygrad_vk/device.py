@@ -1,0 +1,76 @@
+"""VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
+from __future__ import annotations
+import sys
+from tinygrad.device import Compiled
+from tinygrad.helpers import getenv
+from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.instance import instance, validation_messages
+from tinygrad_vk.queue import CommandQueue
+from tinygrad_vk.memory import VulkanAllocator
+from tinygrad_vk.program import VulkanProgram
+from tinygrad_vk.renderer.glsl import GLSLRenderer
+
+class VulkanDevice(Compiled):
+  def __init__(self, device:str):
+    self.closed, inst = False, instance()
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    # VULKAN:n past the last physical device opens another logical device on one of them (multi-device tests on one GPU)
+    self.phys = phys = inst.devices[idx % len(inst.devices)]
+    if phys.queue_family is None: raise RuntimeError(f"VULKAN: {phys.name} has no compute queue")
+    self.caps = caps = phys.caps()
+    self.vkdev = self._create_device(phys, caps)
+    q = ffi.new("VkQueue*")
+    lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
+    pc = ffi.new("VkPipelineCache*")
+    check(lib.vkCreatePipelineCache(self.vkdev, new("VkPipelineCacheCreateInfo"), NULL, pc), "vkCreatePipelineCache")
+    self.pipeline_cache = pc[0]
+    self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"])
+    self._layouts: dict[tuple[int, int], tuple] = {}
+    if "tinygrad.schedule.rangeify" in sys.modules:   # the buffers a kernel may bind: the descriptor limit, at most the default
+      register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs))
+    super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, None, arch=caps.encode())
+
+  @staticmethod
+  def _create_device(phys, caps):
+    # enable exactly the features the renderer may use, so a disabled one really is unavailable
+    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps)
+    f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12, storageBuffer16BitAccess="s16" in caps)
+    feats = new("VkPhysicalDeviceFeatures2", pNext=f11)
+    feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps
+    prio = ffi.new("float[1]", [1.0])
+    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
+    out = ffi.new("VkDevice*")
+    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo), NULL, out),
+          f"vkCreateDevice ({phys.name})")
+    return out[0]
+
+  def pipeline_layout(self, nbufs:int, pc_size:int) -> tuple:
+    """One descriptor set layout per buffer count and one pipeline layout per (buffer count, push constant size), shared by kernels."""
+    if (key := (nbufs, pc_size)) not in self._layouts:
+      binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                          "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(nbufs)])
+      sl = ffi.new("VkDescriptorSetLayout*")
+      check(lib.vkCreateDescriptorSetLayout(self.vkdev, new("VkDescriptorSetLayoutCreateInfo", bindingCount=nbufs, pBindings=binds), NULL, sl),
+            "vkCreateDescriptorSetLayout")
+      rng = ffi.new("VkPushConstantRange*", {"stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": pc_size})
+      pl = ffi.new("VkPipelineLayout*")
+      check(lib.vkCreatePipelineLayout(self.vkdev, new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sl,
+                                       pushConstantRangeCount=1 if pc_size else 0, pPushConstantRanges=rng), NULL, pl), "vkCreatePipelineLayout")
+      self._layouts[key] = (sl[0], pl[0])
+    return self._layouts[key]
+
+  def synchronize(self): self.queue.synchronize()
+
+  def check_validation(self):
+    if instance().validation and validation_messages:
+      msgs = validation_messages[:]
+      validation_messages.clear()
+      raise RuntimeError(f"VULKAN validation layer reported {len(msgs)} message(s):\n" + "\n".join(msgs[:5]))
+
+  def finalize(self):
+    # the VkDevice is left to process exit: Buffer.__del__ may still run after this
+    if not self.closed: self.queue.synchronize()
+    self.closed = True
+
+  def count(self) -> int: return len(instance().devices)

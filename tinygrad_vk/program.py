@@ -1,0 +1,104 @@
+"""A compiled kernel: shader module and compute pipeline built once, then bound and dispatched per call."""
+from __future__ import annotations
+import struct
+from tinygrad.device import TinyELF
+from tinygrad.helpers import ceildiv, round_up, prod
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+
+# SPIR-V opcodes and enums read by spirv_info
+OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
+MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE = 17, 33, 24
+
+def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
+  """The baked local size and the bindings the shader never writes (they need no write hazard)."""
+  words = struct.unpack(f"<{len(spv)//4}I", spv)
+  local, binding, readonly_types, ptr_to, var_type = (1, 1, 1), {}, set(), {}, {}
+  i = 5
+  while i < len(words):
+    n, op = words[i] >> 16, words[i] & 0xffff
+    w = words[i:i+n]
+    if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
+    elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
+    elif op in (OP_DECORATE, OP_MEMBER_DECORATE) and w[-1] == DEC_NON_WRITABLE and (op == OP_MEMBER_DECORATE or n == 3): readonly_types.add(w[1])
+    elif op == OP_TYPE_POINTER: ptr_to[w[1]] = w[3]
+    elif op == OP_VARIABLE: var_type[w[2]] = w[1]
+    i += n
+  ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
+  return local, ro
+
+class VulkanProgram:
+  def __init__(self, dev, obj:TinyELF):
+    self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
+    bufs = [s for s in obj.signature if s[0] is None]
+    self.slots = [s[1] for s in bufs]
+    if self.slots != list(range(len(self.slots))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {self.slots}")
+    self.itemsize = [s[2].itemsize for s in bufs]
+    nwords = ceildiv(len(bufs), 4)
+    self.vals = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
+    self.pc_size = round_up(max([off + struct.calcsize(f) for off, f in self.vals] + [4 * nwords]), 4)
+    caps = dev.caps
+    if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
+    if len(bufs) > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {len(bufs)} buffers, the device allows {caps.bufs}")
+    self.local_size, readonly = spirv_info(obj.lib)
+    if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
+      raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
+                         f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
+    self.writes = [i for i in range(len(bufs)) if i not in readonly]
+    self.set_layout, self.layout = dev.pipeline_layout(len(bufs), self.pc_size)
+    mod = ffi.new("VkShaderModule*")
+    code = ffi.from_buffer("uint32_t[]", obj.lib)
+    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod), "vkCreateShaderModule")
+    self.module = mod[0]
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
+             "pName": (entry := ffi.new("char[]", b"main"))}
+    pipe = ffi.new("VkPipeline*")
+    check(lib.vkCreateComputePipelines(dev.vkdev, dev.pipeline_cache, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout),
+                                       NULL, pipe), f"vkCreateComputePipelines ({self.name})")
+    self.pipeline, self._entry = pipe[0], entry
+    self.pc = bytearray(self.pc_size)
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
+    self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
+
+  def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
+    dev, caps = self.dev, self.dev.caps
+    if any(g > m for g, m in zip(global_size, caps.wgcount)):
+      raise RuntimeError(f"VULKAN: {self.name} dispatches {tuple(global_size)} workgroups, over maxComputeWorkGroupCount {caps.wgcount}")
+    if local_size is not None and tuple(local_size) != self.local_size:
+      raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
+    pc, infos = self.pc, self.infos
+    for i, (b, isz) in enumerate(zip(bufs, self.itemsize)):
+      rem = b.offset % caps.align
+      if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
+                                       f"{isz}-byte element: Vulkan cannot bind it")
+      if (rng := rem + b.size) > caps.range:
+        raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
+      infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
+      pc[i] = rem // isz
+    for (off, fmt), v in zip(self.vals, vals): struct.pack_into(fmt, pc, off, v)
+    q = dev.queue
+    writes = [bufs[i] for i in self.writes]
+    batch = q.prepare([b for i, b in enumerate(bufs) if i not in self.writes], writes)
+    cmd = batch.cmd
+    if bufs:
+      dset = batch.alloc_set(self.set_layout)
+      self.write.dstSet = dset
+      lib.vkUpdateDescriptorSets(dev.vkdev, 1, self.write, 0, NULL)
+    lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
+    if bufs: lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, ffi.new("VkDescriptorSet*", dset), 0, NULL)
+    lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, ffi.from_buffer(pc))
+    timed = wait or q.profiling()
+    t0 = batch.timestamp() if timed else None
+    lib.vkCmdDispatch(cmd, *(int(g) for g in global_size))
+    t1 = batch.timestamp() if t0 is not None else None
+    if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
+    q.recorded(batch)
+    if not wait: return None
+    q.wait(batch.seq)
+    if t1 is None: raise RuntimeError(f"VULKAN: {dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
+    return q.seconds(*batch.read_timestamps(t0, 2))
+
+  def __del__(self):
+    if getattr(self, "pipeline", None) is None or self.dev.closed: return
+    # a queued dispatch may still use the pipeline: destroy it after everything recorded so far
+    dev, pipeline, module = self.dev, self.pipeline, self.module
+    dev.queue.defer(dev.queue.next_seq - 1, lambda: (lib.vkDestroyPipeline(dev.vkdev, pipeline, NULL), lib.vkDestroyShaderModule(dev.vkdev, module, NULL)))

@@ -1,0 +1,181 @@
+"""tinygrad UOps -> GLSL 4.50 compute shaders for Vulkan.
+
+Layout of a rendered kernel:
+  - every global buffer is `layout(set=0, binding=<slot>) buffer` (readonly when the kernel never stores to it);
+  - one push-constant block: `_off[]`, the element offset of each buffer inside its binding (4 per word, one byte each:
+    a descriptor offset must be a multiple of minStorageBufferOffsetAlignment, so a view is bound at the aligned-down byte
+    offset and the remainder, always < 256 bytes, is added to every index), then the scalar vars at `TinyELF.iter_sig`
+    offsets, so the runtime packs them exactly as it packs C structs;
+  - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups.
+"""
+from __future__ import annotations
+import math
+from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp
+from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
+from tinygrad.renderer.wgsl import is_nan
+from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
+from tinygrad.device import TinyELF, CompileError
+from tinygrad.helpers import strip_parens, ceildiv
+from tinygrad_vk.caps import Caps, dtype_support
+from tinygrad_vk.compiler import GLSLCompiler
+
+TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
+         dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
+         dtypes.float: "float", dtypes.double: "double"}
+
+def dtname(dt:DType) -> str: return repr(dt)[len("dtypes."):]
+
+def lit(dt:DType, v) -> str:
+  """A GLSL literal of dtype dt (finite values)."""
+  if dt == dtypes.bool: return "true" if v else "false"
+  if dt == dtypes.double: return f"{float(v)!r}lf"
+  if dt == dtypes.float: return f"{float(v)!r}"
+  if dt == dtypes.half: return f"float16_t({float(v)!r})"
+  v = truncate[dt](v)
+  if dt == dtypes.int: return "(-2147483647-1)" if v == -2**31 else str(v)
+  if dt == dtypes.uint: return f"{v}u"
+  if dt == dtypes.long: return "(-9223372036854775807l-1l)" if v == -2**63 else f"{v}l"
+  if dt == dtypes.ulong: return f"{v}ul"
+  return f"{TYPES[dt]}({v}{'u' if dt in dtypes.uints else ''})"
+
+_BITCAST = {(dtypes.float, dtypes.int): "floatBitsToInt", (dtypes.float, dtypes.uint): "floatBitsToUint",
+            (dtypes.int, dtypes.float): "intBitsToFloat", (dtypes.uint, dtypes.float): "uintBitsToFloat",
+            (dtypes.half, dtypes.short): "float16BitsToInt16", (dtypes.half, dtypes.ushort): "float16BitsToUint16",
+            (dtypes.short, dtypes.half): "int16BitsToFloat16", (dtypes.ushort, dtypes.half): "uint16BitsToFloat16",
+            (dtypes.double, dtypes.long): "doubleBitsToInt64", (dtypes.double, dtypes.ulong): "doubleBitsToUint64",
+            (dtypes.long, dtypes.double): "int64BitsToDouble", (dtypes.ulong, dtypes.double): "uint64BitsToDouble"}
+def render_bitcast(to:DType, frm:DType, x:str) -> str:
+  if (fn := _BITCAST.get((frm, to))) is not None: return f"{fn}({x})"
+  if to in dtypes.ints and frm in dtypes.ints: return f"{TYPES[to]}({x})"   # same width: GLSL integer conversions keep the bits
+  raise CompileError(f"VULKAN: no GLSL bitcast from {frm} to {to}")
+
+def render_cast(to:DType, frm:DType, x:str) -> str:
+  if to == frm: return x
+  if to == dtypes.bool: return f"({x}!={lit(frm, 0)})"           # C semantics: nonzero (NaN included) is true
+  if frm == dtypes.bool: return f"({x}?{lit(to, 1)}:{lit(to, 0)})"
+  return f"{TYPES[to]}({x})"
+
+def _is_signed(dt:DType) -> bool: return dt in dtypes.sints
+def guard(op:str, x:str, dt:DType) -> str:
+  # GLSL leaves log2(x<=0) and sqrt(x<0) undefined; tinygrad wants IEEE: NaN below zero, -inf at zero
+  nan, inf = f"{TYPES[dt]}(uintBitsToFloat(0x7fc00000u))", f"{TYPES[dt]}(uintBitsToFloat(0x7f800000u))"
+  if op == "log2": return f"(({x})<{lit(dt, 0)}?{nan}:(({x})=={lit(dt, 0)}?-{inf}:log2({x})))"
+  return f"(({x})<{lit(dt, 0)}?{nan}:sqrt({x}))"
+
+def _buf_slot(b:UOp) -> int|None:
+  bu = b.buf_uop
+  return bu.arg.slot if bu.op is Ops.PARAM and bu.addrspace == AddrSpace.GLOBAL else None
+
+def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
+  i = strip_parens(ctx[idx]) if idx.arg is Ops.ADD else ctx[idx]
+  if idx.dtype != dtypes.int: i = f"int({i})"
+  return f"{ctx[b]}[{i}+_o{slot}]" if (slot := _buf_slot(b)) is not None else f"{ctx[b]}[{i}]"
+
+def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
+  # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
+  return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
+
+def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
+  val = f"uint8_t({ctx[v]}?1u:0u)" if v.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[v]
+  return f"{ctx[bidx]} = {val};"
+
+glsl_rewrite = PatternMatcher([
+  (UPat.cvar("c").cast(dtypes.floats, name="x"), lambda ctx,x,c: None if math.isfinite(c.val) else
+    f"{TYPES[x.dtype]}({'' if c.val > 0 or math.isnan(c.val) else '-'}uintBitsToFloat({'0x7fc00000u' if math.isnan(c.val) else '0x7f800000u'}))"),
+  (UPat.cvar("c").cast(name="x"), lambda ctx,x,c: lit(x.dtype, c.val) if x.dtype in TYPES else None),
+  (UPat(Ops.CAST, name="x"), lambda ctx,x: render_cast(x.dtype, x.src[0].dtype, ctx[x.src[0]]) if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL)
+   else None),
+  (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
+   if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  (UPat(Ops.BUFFER, name="x"), lambda ctx,x:
+   f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
+  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx"))), render_index),
+  (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
+   lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
+  (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), render_load),
+  (UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("v"))), render_store),
+]) + base_rewrite
+
+def _bool_op(sym:str, bsym:str):
+  return lambda a,b,dtype: f"({a}{bsym}{b})" if dtype == dtypes.bool else f"({a}{sym}{b})"
+
+# rewrites on the UOp graph, after tinygrad's decompositions
+glsl_matcher = PatternMatcher([
+  # GLSL has no ordering on bool
+  (UPat(Ops.CMPLT, src=(UPat.var("a", dtypes.bool), UPat.var("b"))), lambda a,b: a.cast(dtypes.int) < b.cast(dtypes.int)),
+  # GLSL has no double exp2/log2: tinygrad's decompositions are exact enough in float64
+  (UPat(Ops.EXP2, dtypes.double, src=(UPat.var("d"),)), xexp2),
+  (UPat(Ops.LOG2, dtypes.double, src=(UPat.var("d"),)), xlog2),
+  # Vulkan promises little for float16 transcendentals: compute them in float32
+  (UPat((Ops.EXP2, Ops.LOG2, Ops.SQRT), dtypes.half, name="x"), lambda x: UOp(x.op, dtypes.float, (x.src[0].cast(dtypes.float),)).cast(dtypes.half)),
+])
+# without SignedZeroInfNanPreserve the compiler may assume no NaNs: test the bits instead of a != a
+nan_bits_matcher = PatternMatcher([
+  (UPat.var("a", dtypes.floats) != UPat.var("a"), is_nan),
+  (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
+])
+
+class GLSLRenderer(CStyleLanguage):
+  supports_float4 = False
+  has_local, has_shared = True, True
+  barrier = "barrier();"   # glslang emits OpControlBarrier with WorkgroupMemory semantics: enough for shared memory
+  code_for_workitem = {"g": lambda x: f"int(gl_WorkGroupID.{'xyz'[int(x)]})", "l": lambda x: f"int(gl_LocalInvocationID.{'xyz'[int(x)]})"}
+  type_map = TYPES
+  infinity, nan = "uintBitsToFloat(0x7f800000u)", "uintBitsToFloat(0x7fc00000u)"
+  # SIN is left out on purpose: Vulkan only bounds its error inside [-pi, pi], so tinygrad's decomposition is used instead
+  code_for_op = {
+    Ops.SQRT: lambda x,dtype: guard("sqrt", x, dtype), Ops.LOG2: lambda x,dtype: guard("log2", x, dtype),
+    Ops.EXP2: lambda x,dtype: f"exp2({x})", Ops.TRUNC: lambda x,dtype: f"trunc({x})",
+    Ops.RECIPROCAL: lambda x,dtype: f"({lit(dtype, 1)}/{x})", Ops.NEG: lambda x,dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
+    Ops.AND: _bool_op("&", "&&"), Ops.OR: _bool_op("|", "||"), Ops.XOR: _bool_op("^", "^^"),
+    Ops.ADD: _bool_op("+", "||"), Ops.MUL: _bool_op("*", "&&"), Ops.SUB: lambda a,b,dtype: f"({a}-{b})",
+    Ops.FDIV: lambda a,b,dtype: f"({a}/{b})", Ops.CDIV: lambda a,b,dtype: f"({a}/{b})",
+    # C truncating remainder: GLSL's % on signed ints is OpSMod (sign of the divisor)
+    Ops.CMOD: lambda a,b,dtype: f"({a}-{b}*({a}/{b}))" if _is_signed(dtype) else f"({a}-{b}*trunc({a}/{b}))" if dtypes.is_float(dtype)
+      else f"({a}%{b})",
+    Ops.CMPNE: lambda a,b,dtype: f"({a}!={b})", Ops.CMPEQ: lambda a,b,dtype: f"({a}=={b})", Ops.CMPLT: lambda a,b,dtype: f"({a}<{b})",
+    Ops.SHR: lambda a,b,dtype: f"({a}>>{b})", Ops.SHL: lambda a,b,dtype: f"({a}<<{b})",
+    Ops.WHERE: lambda a,b,c,dtype: f"({a}?{b}:{c})"}
+  string_rewrite = glsl_rewrite
+
+  def __init__(self, target):
+    super().__init__(target)
+    self.caps = Caps.decode(target.arch)
+    self.global_max, self.local_max, self.shared_max = self.caps.wgcount, self.caps.wgsize, self.caps.smem
+    self.extra_matcher = glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher
+    self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
+
+  def supported_dtypes(self) -> set[DType]:
+    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) == "native"}
+
+  def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
+    if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
+      raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
+                         f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
+    local = [1, 1, 1]
+    for u in uops:
+      if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
+    shared = [l.strip() for l in kernel if l.lstrip().startswith("shared ")]
+    body = [l for l in kernel if not l.lstrip().startswith("shared ")]
+    params = sorted((u.arg.slot, name, u, mutable) for name, (u, mutable) in bufs)
+    gbufs = [p for p in params if p[2].addrspace == AddrSpace.GLOBAL]
+    pvars = [p for p in params if p[2].addrspace == AddrSpace.ALU]
+    nwords = ceildiv(max(p[0] for p in gbufs) + 1, 4) if gbufs else 0
+    pc = [f"uint _off[{nwords}];"] if nwords else []
+    for (off, dt), (_, name, _, _) in zip(TinyELF.iter_sig(tuple((None, s, u.dtype, ()) for s, _, u, _ in pvars), 4*nwords), pvars):
+      pc.append(f"layout(offset={off}) {TYPES[dt]} {name};")
+    lines = ["#version 450", f"// kernel: {function_name}",
+             *(f"#extension {e} : require" for e in ("GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage",
+                                                      "GL_EXT_shader_16bit_storage")),
+             f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
+    for slot, name, u, mutable in gbufs:
+      lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} "
+                   f"{{ {'uint8_t' if u.dtype == dtypes.bool else TYPES[u.dtype]} {name}[]; }};")
+    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
+    lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
+    return "\n".join(lines)
+
+def _refusal(dt:DType) -> str:
+  from tinygrad_vk.caps import DTYPE_RULES
+  return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"
