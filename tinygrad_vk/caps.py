@@ -23,6 +23,10 @@ FLAGS = {
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),
                   "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64")}
 
+# workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
+# int32 indexing bounds it
+MAX_GROUPS_X = 2**31 - 1
+
 @dataclass(frozen=True)
 class Caps:
   flags: frozenset[str] = frozenset()
@@ -34,6 +38,7 @@ class Caps:
   pc: int = 128                               # maxPushConstantsSize
   bufs: int = 4                               # maxPerStageDescriptorStorageBuffers
   range: int = 1 << 27                        # maxStorageBufferRange
+  maxloop: int = 0                            # loop back-edges one invocation may run, 0: unbounded (llvmpipe: see renderer/loops.py)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 

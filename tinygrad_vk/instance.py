@@ -13,6 +13,8 @@ from tinygrad_vk.caps import Caps, disabled_flags
 API_VERSION = (1 << 22) | (2 << 12)   # Vulkan 1.2: 8/16-bit storage, float16/int8 arithmetic and float controls are core
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+# llvmpipe exits every loop of a shader invocation after 65535 back-edges in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS)
+DRIVER_ID_LLVMPIPE, LLVMPIPE_LOOP_LIMIT = 13, 65535
 
 # messages from the validation layer; VULKAN_VALIDATION=1 makes the device raise on them at the next synchronisation point
 validation_messages: list[str] = []
@@ -96,7 +98,7 @@ class PhysicalDevice:
     pr, lim = props.properties, props.properties.limits
     self.name, self.type, self.api_version = cstr(pr.deviceName), pr.deviceType, pr.apiVersion
     self.vendor_id, self.device_id, self.driver_version = pr.vendorID, pr.deviceID, pr.driverVersion
-    self.driver = f"{cstr(p12.driverName)} {cstr(p12.driverInfo)}".strip()
+    self.driver, self.driver_id = f"{cstr(p12.driverName)} {cstr(p12.driverInfo)}".strip(), p12.driverID
     self.subgroup_size, self.max_alloc = p11.subgroupSize, p11.maxMemoryAllocationSize
     self.limits = {k: getattr(lim, k) for k in ("maxStorageBufferRange", "maxPushConstantsSize", "maxComputeSharedMemorySize",
                    "maxComputeWorkGroupInvocations", "maxPerStageDescriptorStorageBuffers", "minStorageBufferOffsetAlignment",
@@ -149,7 +151,8 @@ class PhysicalDevice:
     flags = self.flags() - disabled_flags(os.environ.get("VULKAN_DISABLE", ""))
     return Caps(frozenset(flags), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
-                pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"], range=lim["maxStorageBufferRange"])
+                pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"], range=lim["maxStorageBufferRange"],
+                maxloop=getenv("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == DRIVER_ID_LLVMPIPE else 0))
 
 @functools.cache
 def instance() -> Instance: return Instance()

@@ -4,10 +4,12 @@ import struct
 from tinygrad.device import TinyELF
 from tinygrad.helpers import ceildiv, round_up, prod
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.caps import MAX_GROUPS_X
 
 # SPIR-V opcodes and enums read by spirv_info
 OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
 MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE = 17, 33, 24
+PIPELINE_CREATE_DISPATCH_BASE = 0x10   # VK_PIPELINE_CREATE_DISPATCH_BASE_BIT (the package maps it to None)
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
   """The baked local size and the bindings the shader never writes (they need no write hazard)."""
@@ -52,7 +54,8 @@ class VulkanProgram:
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
              "pName": (entry := ffi.new("char[]", b"main"))}
     pipe = ffi.new("VkPipeline*")
-    check(lib.vkCreateComputePipelines(dev.vkdev, dev.pipeline_cache, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout),
+    check(lib.vkCreateComputePipelines(dev.vkdev, dev.pipeline_cache, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
+                                       flags=PIPELINE_CREATE_DISPATCH_BASE),
                                        NULL, pipe), f"vkCreateComputePipelines ({self.name})")
     self.pipeline, self._entry = pipe[0], entry
     self.pc = bytearray(self.pc_size)
@@ -61,8 +64,10 @@ class VulkanProgram:
 
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     dev, caps = self.dev, self.dev.caps
-    if any(g > m for g, m in zip(global_size, caps.wgcount)):
-      raise RuntimeError(f"VULKAN: {self.name} dispatches {tuple(global_size)} workgroups, over maxComputeWorkGroupCount {caps.wgcount}")
+    gx, gy, gz = (int(g) for g in global_size)
+    if gx > MAX_GROUPS_X or gy > caps.wgcount[1] or gz > caps.wgcount[2]:
+      raise RuntimeError(f"VULKAN: {self.name} dispatches {tuple(global_size)} workgroups, over the limit "
+                         f"({MAX_GROUPS_X}, {caps.wgcount[1]}, {caps.wgcount[2]}) (maxComputeWorkGroupCount {caps.wgcount})")
     if local_size is not None and tuple(local_size) != self.local_size:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     pc, infos = self.pc, self.infos
@@ -88,7 +93,9 @@ class VulkanProgram:
     lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, ffi.from_buffer(pc))
     timed = wait or q.profiling()
     t0 = batch.timestamp() if timed else None
-    lib.vkCmdDispatch(cmd, *(int(g) for g in global_size))
+    if gx <= (mx := caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)
+    else:  # more workgroups than one dispatch allows along x: split it, the base offset keeps gl_WorkGroupID.x global
+      for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, base, 0, 0, min(mx, gx - base), gy, gz)
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     q.recorded(batch)

@@ -11,14 +11,15 @@ Layout of a rendered kernel:
 from __future__ import annotations
 import math
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import TinyELF, CompileError
 from tinygrad.helpers import strip_parens, ceildiv
-from tinygrad_vk.caps import Caps, dtype_support
+from tinygrad_vk.caps import Caps, dtype_support, MAX_GROUPS_X
 from tinygrad_vk.compiler import GLSLCompiler
+from tinygrad_vk.renderer.loops import fit_loop_budget
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -142,7 +143,8 @@ class GLSLRenderer(CStyleLanguage):
   def __init__(self, target):
     super().__init__(target)
     self.caps = Caps.decode(target.arch)
-    self.global_max, self.local_max, self.shared_max = self.caps.wgcount, self.caps.wgsize, self.caps.smem
+    self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
+    self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.extra_matcher = glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
@@ -153,6 +155,8 @@ class GLSLRenderer(CStyleLanguage):
     if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
       raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
                          f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
+    sizes = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": int(u.src[0].vmax) for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void}
+    kernel = fit_loop_budget(kernel, sizes, self.caps.maxloop, function_name)
     local = [1, 1, 1]
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian/Ubuntu machine for tinygrad_vk: the Vulkan loader, lavapipe, glslang, spirv-tools, the validation
+# layer and clang (tinygrad computes unplaced tensors such as Tensor.arange on its CPU device), then a local .venv with
+# tinygrad_vk installed editable. Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers clang)
+python3 -m venv --help >/dev/null 2>&1 || PKGS+=(python3-venv python3-pip)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "[setup] apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+echo "[setup] ready: $(.venv/bin/python -c 'import tinygrad, tinygrad_vk; print("tinygrad", tinygrad.__version__ if hasattr(tinygrad, "__version__") else "0.14.0")')"

@@ -1,0 +1,14 @@
+"""Every test runs on DEV=VULKAN unless it says otherwise; with VULKAN_VALIDATION=1 any validation message fails the test."""
+import os
+os.environ.setdefault("DEV", "VULKAN")
+import pytest
+
+@pytest.fixture(autouse=True)
+def _validation_silent():
+  from tinygrad_vk.instance import validation_messages
+  validation_messages.clear()
+  yield
+  from tinygrad import Device
+  for d in list(Device._opened_devices):
+    if d.startswith("VULKAN"): Device[d].synchronize()
+  assert not validation_messages, "Vulkan validation layer:\n" + "\n".join(validation_messages)

@@ -1,0 +1,122 @@
+"""Every dtype the device supports natively, and the emulated ones, on nonuniform data against numpy."""
+import numpy as np
+import pytest
+from tinygrad import Tensor, Device, dtypes
+from tinygrad.dtype import _to_np_dtype
+from util import data, run_python
+
+NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes(), key=lambda d: d.name)
+INTS = [d for d in NATIVE if dtypes.is_int(d)]
+FLOATS = [d for d in NATIVE if dtypes.is_float(d)]
+
+@pytest.mark.parametrize("dt", INTS, ids=str)
+def test_int_arith(dt):
+  npdt = _to_np_dtype(dt)
+  a, b = data(1031, npdt), data(1031, npdt)
+  b = np.where(b == 0, 3, b).astype(npdt)
+  ta, tb = Tensor(a), Tensor(b)
+  with np.errstate(over="ignore"):
+    np.testing.assert_array_equal((ta + tb * ta - tb).numpy(), (a + b * a - b).astype(npdt))
+    np.testing.assert_array_equal((ta ^ tb).numpy(), a ^ b)
+    np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_array_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
+    np.testing.assert_array_equal((ta // tb).numpy(), a // b)
+    np.testing.assert_array_equal((ta % tb).numpy(), a % b)
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_float_arith(dt):
+  npdt = _to_np_dtype(dt)
+  a, b = data(1031, npdt), data(1031, npdt, lo=0.5, hi=2.0)
+  tol = {dtypes.half: 2e-3}.get(dt, 1e-6)
+  np.testing.assert_allclose((Tensor(a) * Tensor(b) + Tensor(a) / Tensor(b)).numpy(), (a * b + a / b).astype(npdt), rtol=tol, atol=tol)
+  np.testing.assert_allclose(Tensor(b).sqrt().numpy(), np.sqrt(b), rtol=tol, atol=tol)
+  np.testing.assert_allclose(Tensor(b).log2().numpy(), np.log2(b), rtol=tol, atol=tol)
+  np.testing.assert_allclose(Tensor(a).exp2().numpy(), np.exp2(a), rtol=tol, atol=tol)
+  np.testing.assert_array_equal(Tensor(a).sum().numpy().dtype, npdt)
+
+def test_bool():
+  a, b = data(1031, np.bool_), data(1031, np.bool_)
+  np.testing.assert_array_equal((Tensor(a) & Tensor(b)).numpy(), a & b)
+  np.testing.assert_array_equal((Tensor(a) | Tensor(b)).numpy(), a | b)
+  np.testing.assert_array_equal((Tensor(a) ^ Tensor(b)).numpy(), a ^ b)
+  np.testing.assert_array_equal(Tensor(a).logical_not().numpy(), ~a)
+  np.testing.assert_array_equal(Tensor(a).where(1.5, -2.0).numpy(), np.where(a, np.float32(1.5), np.float32(-2.0)))
+
+@pytest.mark.parametrize("src", NATIVE, ids=str)
+def test_casts_to_float_and_back(src):
+  npdt = _to_np_dtype(src)
+  a = data(517, npdt)
+  np.testing.assert_array_equal(Tensor(a).cast(dtypes.float32).numpy(), a.astype(np.float32))
+  f = data(517, np.float32, lo=-100, hi=100) if dtypes.is_int(src) and not dtypes.is_unsigned(src) else data(517, np.float32, lo=0, hi=100)
+  if src == dtypes.bool: f = (f > 50).astype(np.float32) * f
+  np.testing.assert_array_equal(Tensor(f).cast(src).numpy(), f.astype(npdt))
+
+@pytest.mark.parametrize("a,b", [(dtypes.float32, dtypes.int32), (dtypes.float32, dtypes.uint32), (dtypes.half, dtypes.int16),
+                                 (dtypes.half, dtypes.uint16), (dtypes.float64, dtypes.int64), (dtypes.int8, dtypes.uint8)], ids=str)
+def test_bitcast(a, b):
+  if a not in NATIVE or b not in NATIVE: pytest.skip(f"{a} or {b} not native on this device")
+  x = data(333, _to_np_dtype(a))
+  np.testing.assert_array_equal(Tensor(x).bitcast(b).numpy(), x.view(_to_np_dtype(b)))
+  np.testing.assert_array_equal(Tensor(x).bitcast(b).bitcast(a).numpy(), x)
+
+def test_nan_inf_signed_zero():
+  x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.0, 3e38], np.float32)
+  t = Tensor(x)
+  with np.errstate(all="ignore"):
+    np.testing.assert_array_equal((t * 2).numpy(), x * 2)
+    np.testing.assert_array_equal(t.isnan().numpy(), np.isnan(x))
+    np.testing.assert_array_equal(t.isinf().numpy(), np.isinf(x))
+    # log(<0) nan, log(0) -inf, log(inf) inf; the finite ones within an ulp
+    np.testing.assert_allclose(t.log().numpy(), np.log(x), rtol=3e-7)
+    np.testing.assert_allclose(t.sqrt().numpy(), np.sqrt(x), rtol=3e-7)
+    np.testing.assert_array_equal(np.signbit((t * 1).numpy()), np.signbit(x))
+    np.testing.assert_array_equal((1 / t).numpy(), 1 / x)
+    # inf*0 and nan*0 stay nan (multiplying by a zero tensor: tinygrad itself folds x*0 with a constant 0, on every device)
+    np.testing.assert_array_equal((t * Tensor(np.zeros_like(x))).numpy(), x * 0)
+    np.testing.assert_array_equal(Tensor([float("inf"), float("-inf"), float("nan")]).numpy(), [np.inf, -np.inf, np.nan])
+
+def test_int_overflow_and_shifts():
+  a = np.array([2**31 - 1, -2**31, 123456789, -7, 1 << 30], np.int32)
+  t = Tensor(a)
+  with np.errstate(over="ignore"):
+    np.testing.assert_array_equal((t + 1).numpy(), a + np.int32(1))
+    np.testing.assert_array_equal((t * 3).numpy(), a * np.int32(3))
+  np.testing.assert_array_equal((t << 2).numpy(), a << 2)
+  np.testing.assert_array_equal((t >> 3).numpy(), a >> 3)
+
+def test_negative_division_and_remainder():
+  a, b = data(1031, np.int32) * 7 + 3, data(1031, np.int32)
+  b = np.where(b == 0, -5, b).astype(np.int32)
+  # tinygrad: // floors like Python, and Tensor.mod follows the divisor's sign; both lower to C-truncating CDIV/CMOD
+  np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), a // b)
+  np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy(), a % b)
+
+@pytest.mark.parametrize("env", [{"EMULATED_DTYPES": "half,long"}, {"VULKAN_DISABLE": "f16,i64"}], ids=["tinygrad-emulation", "feature-off"])
+def test_emulated_half_long(env):
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device, dtypes
+assert dtypes.half not in Device['VULKAN'].renderer.supported_dtypes() or 'EMULATED_DTYPES' in __import__('os').environ
+a = np.random.default_rng(0).uniform(-4, 4, 777).astype(np.float16)
+np.testing.assert_allclose((Tensor(a) * 3 + 1).numpy(), (a * np.float16(3) + np.float16(1)), rtol=2e-3, atol=2e-3)
+l = np.random.default_rng(1).integers(-2**40, 2**40, 777, dtype=np.int64)
+np.testing.assert_array_equal((Tensor(l) * 3 - 7).numpy(), l * 3 - 7)
+np.testing.assert_array_equal((Tensor(l) >> 5).numpy(), l >> 5)
+print("ok")""", env)
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+def test_bfloat16_emulated():
+  x = data(777, np.float32)
+  # bf16 keeps the top 16 bits of a float32, rounded to nearest even
+  u = x.view(np.uint32)
+  ref = (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+  # realize in between: tinygrad folds a float -> bf16 -> float cast chain away
+  np.testing.assert_array_equal(Tensor(x).cast(dtypes.bfloat16).realize().cast(dtypes.float32).numpy(), ref)
+  np.testing.assert_array_equal((Tensor(x).cast(dtypes.bfloat16).realize() * 2).float().numpy(), ref * 2)
+
+def test_refused_dtype_is_a_clear_error():
+  r = run_python("""
+from tinygrad import Tensor, dtypes
+try: (Tensor([1.0, 2.0], dtype=dtypes.float64) * 2).numpy()
+except Exception as e: print("ERR", type(e).__name__, e)""", {"VULKAN_DISABLE": "f64"})
+  assert "ERR" in r.stdout and "double" in r.stdout and "shaderFloat64" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,77 @@
+"""Buffers: the staging path, views at odd offsets, copies between devices, allocation failures."""
+import numpy as np
+import pytest
+from tinygrad import Tensor, Device, dtypes
+from tinygrad.device import Buffer
+from util import data, run_python
+
+def test_staging_path_forced():
+  # lavapipe memory is host-visible, so only the switch exercises the discrete-GPU path: device buffers unmapped, staged copies
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device
+from tinygrad.device import Buffer
+from tinygrad import dtypes
+a = np.random.default_rng(0).uniform(-2, 2, 100003).astype(np.float32)
+t = Tensor(a).realize()
+assert t.uop.buffer._buf.ptr is None, "device buffer should not be mapped with VULKAN_FORCE_STAGING=1"
+np.testing.assert_array_equal((t * 2 + 1).numpy(), a * 2 + 1)
+np.testing.assert_array_equal(t[7:1000].numpy(), a[7:1000])
+b = Buffer("VULKAN", 5, dtypes.float32).allocate()
+for i in range(3):   # the same buffer rewritten while earlier copies are queued: every copy lands in order
+  b.copy_from(Buffer("PYTHON", 5, dtypes.float32, initial_value=np.full(5, i, np.float32).tobytes()))
+assert np.frombuffer(b.as_memoryview(), np.float32).tolist() == [2.0] * 5
+print("ok")""", {"VULKAN_FORCE_STAGING": "1"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+@pytest.mark.parametrize("dt,start", [(np.float32, 3), (np.float32, 5), (np.int8, 7), (np.float16, 1), (np.int64, 3), (np.uint8, 13)])
+def test_views_at_odd_offsets(dt, start):
+  # a view whose byte offset is not a multiple of minStorageBufferOffsetAlignment: bound aligned down, the rest in a push constant
+  a = data(301, dt)
+  t = Tensor(a).realize()
+  v = t[start:start + 101]
+  np.testing.assert_array_equal(v.numpy(), a[start:start + 101])
+  np.testing.assert_array_equal((v + t[start + 1:start + 102]).numpy(), a[start:start + 101] + a[start + 1:start + 102])
+
+def test_write_into_view():
+  a = data(257)
+  t = Tensor(a).realize()
+  t[5:105].assign(Tensor(np.arange(100, dtype=np.float32))).realize()
+  ref = a.copy(); ref[5:105] = np.arange(100)
+  np.testing.assert_array_equal(t.numpy(), ref)
+
+def test_cpu_vulkan_copies():
+  a = data((33, 17))
+  t = Tensor(a, device="CPU").to("VULKAN")
+  np.testing.assert_array_equal(t.numpy(), a)
+  np.testing.assert_array_equal((t * 3).to("CPU").numpy(), a * 3)
+
+def test_vulkan0_vulkan1_copies():
+  a = data(10007)
+  t0 = Tensor(a, device="VULKAN")
+  t1 = (t0 + 1).to("VULKAN:1")
+  assert t1.device == "VULKAN:1"
+  np.testing.assert_array_equal(t1.numpy(), a + 1)
+  back = (t1 * 2).to("VULKAN")
+  np.testing.assert_array_equal(back.numpy(), (a + 1) * 2)
+  np.testing.assert_array_equal((back + t0).numpy(), (a + 1) * 2 + a)
+
+def test_same_device_copy_is_queue_ordered():
+  a = data(4099)
+  t = Tensor(a).realize()
+  for _ in range(5): t = (t + 1).contiguous().realize()   # several kernels and copies queued before the read
+  np.testing.assert_allclose(t.clone().numpy(), a + 5, rtol=1e-6)
+
+def test_buffer_reuse_after_free():
+  # the LRU hands a freed buffer straight back: a host copy into it must not overtake queued work that still reads it
+  for i in range(20):
+    x = Tensor(np.full(1000, i, np.float32))
+    y = (x * 2).realize()
+    del x
+    np.testing.assert_array_equal(y.numpy(), np.full(1000, 2 * i, np.float32))
+
+def test_allocation_over_device_limit_is_memory_error():
+  limit = Device["VULKAN"].phys.max_buffer
+  with pytest.raises(MemoryError) as e:
+    Buffer("VULKAN", limit + 1, dtypes.uint8).allocate()
+  assert "over" in str(e.value.__cause__) and Device["VULKAN"].phys.name in str(e.value.__cause__)

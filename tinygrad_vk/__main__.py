@@ -1,0 +1,75 @@
+"""python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
+import argparse, os, sys
+from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
+
+def size(n:int) -> str:
+  for unit, s in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    if n >= 1 << s: return f"{n / (1 << s):g} {unit}" if n % (1 << (s - 4)) == 0 else f"{n / (1 << s):.2f} {unit} ({n} B)"
+  return f"{n} B"
+
+def mem_flags(f:int) -> str:
+  names = ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT", "HOST_CACHED", "LAZILY_ALLOCATED", "PROTECTED"]
+  return "|".join(n for i, n in enumerate(names) if f & (1 << i)) or "-"
+
+def unsupported(phys, caps) -> list[str]:
+  """What this device cannot do, explicitly."""
+  out = []
+  for flag, what in FLAGS.items():
+    if flag not in caps: out.append(f"no {what}" + (" (VULKAN_DISABLE)" if flag in phys.flags() else ""))
+  if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
+                              "innermost loops are unrolled, kernels that still exceed it are refused")
+  out += [f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused",
+          f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
+          "no vector (float4) loads or stores: supports_float4 is off", "no tensor cores / cooperative matrices",
+          "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
+          "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
+  if not caps.flags & {"nan32"}: out.append("NaN/Inf/signed zero not guaranteed by the driver: isnan uses a bit test")
+  return out
+
+def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
+  caps, lim = phys.caps(), phys.limits
+  api = f"{phys.api_version >> 22}.{(phys.api_version >> 12) & 0x3ff}.{phys.api_version & 0xfff}"
+  rows = [("device", f"VULKAN:{dev_idx} = {phys.name} (enumeration index {phys.index})"), ("driver", phys.driver), ("Vulkan API", api)]
+  rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]
+  rows += [(f"memory type {t.index}", f"heap {t.heap}: {mem_flags(t.flags)}") for t in phys.memory_types]
+  rows += [("maxStorageBufferRange", size(caps.range)), ("maxPushConstantsSize", f"{caps.pc} B"),
+           ("maxComputeWorkGroupSize", str(caps.wgsize)), ("maxComputeWorkGroupInvocations", str(caps.wginv)),
+           ("maxComputeWorkGroupCount", f"{caps.wgcount} (x is split past it: up to 2^31-1 workgroups)"),
+           ("maxComputeSharedMemorySize", size(caps.smem)), ("subgroup size", str(phys.subgroup_size)),
+           ("maxPerStageDescriptorStorageBuffers", str(caps.bufs)), ("minStorageBufferOffsetAlignment", f"{caps.align} B"),
+           ("max buffer size", size(phys.max_buffer)), ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
+  groups: dict[str, list[str]] = {}
+  for name in DTYPE_RULES: groups.setdefault(dtype_support(name, caps), []).append(name)
+  rows += [(f"dtypes {k}", ", ".join(v)) for k, v in sorted(groups.items())]
+  refused = [f"{n}: {DTYPE_RULES[n][2]}" for n in groups.get("refused", [])]
+  rows += [("refused because", "; ".join(refused))] if refused else []
+  rows += [("not supported", "; ".join(unsupported(phys, caps)))]
+  return rows
+
+def main():
+  ap = argparse.ArgumentParser(prog="python -m tinygrad_vk", description=__doc__)
+  ap.add_argument("command", choices=["info"])
+  ap.add_argument("--markdown", action="store_true", help="markdown tables (docs/capabilities.md is made with this)")
+  args = ap.parse_args()
+  try:
+    from tinygrad_vk.instance import instance
+    inst = instance()
+  except RuntimeError as e:
+    print(e, file=sys.stderr)
+    return 1
+  if not args.markdown:
+    print(f"{len(inst.all)} Vulkan device(s); VULKAN:n uses {', '.join(p.name for p in inst.devices)} (VULKAN_DEVICES={os.environ.get('VULKAN_DEVICES', '')})")
+  for i, phys in enumerate(inst.devices):
+    rows = describe(i, phys)
+    if args.markdown:
+      print(f"### VULKAN:{i}: {phys.name}\n\n| property | value |\n| --- | --- |")
+      for k, v in rows: print(f"| {k} | {v} |")
+      print()
+    else:
+      print()
+      for k, v in rows:
+        items = v.split("; ") if k in ("not supported", "refused because") else [v]
+        for j, item in enumerate(items): print(f"  {k if j == 0 else '':36s} {item}")
+  return 0
+
+if __name__ == "__main__": sys.exit(main())
