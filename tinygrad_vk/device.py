@@ -1,15 +1,18 @@
 """VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
 from __future__ import annotations
-import sys
-from tinygrad.device import Compiled
-from tinygrad.helpers import getenv
+import decimal, sys, time
+from tinygrad.device import Compiled, ProfileDeviceEvent
+from tinygrad.helpers import getenv, PROFILE
 from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.instance import instance, validation_messages
 from tinygrad_vk.queue import CommandQueue
 from tinygrad_vk.memory import VulkanAllocator
 from tinygrad_vk.program import VulkanProgram
+from tinygrad_vk.graph import VulkanGraph
 from tinygrad_vk.renderer.glsl import GLSLRenderer
+
+CALIBRATED_EXT, CALIBRATED_INFO = "VK_EXT_calibrated_timestamps", 1000184000   # VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT
 
 class VulkanDevice(Compiled):
   def __init__(self, device:str):
@@ -19,7 +22,9 @@ class VulkanDevice(Compiled):
     self.phys = phys = inst.devices[idx % len(inst.devices)]
     if phys.queue_family is None: raise RuntimeError(f"VULKAN: {phys.name} has no compute queue")
     self.caps = caps = phys.caps()
-    self.vkdev = self._create_device(phys, caps)
+    # calibrated timestamps line GPU ranges up with tinygrad's CPU clock (time.perf_counter_ns is CLOCK_MONOTONIC)
+    self.calibrated = CALIBRATED_EXT in phys.extensions and 1 in phys.time_domains(inst)
+    self.vkdev = self._create_device(phys, caps, [CALIBRATED_EXT] if self.calibrated else [])
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     pc = ffi.new("VkPipelineCache*")
@@ -29,10 +34,12 @@ class VulkanDevice(Compiled):
     self._layouts: dict[tuple[int, int], tuple] = {}
     if "tinygrad.schedule.rangeify" in sys.modules:   # the buffers a kernel may bind: the descriptor limit, at most the default
       register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs))
-    super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, None, arch=caps.encode())
+    if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
+    graph = VulkanGraph if getenv("VULKAN_GRAPH", 1) else None
+    super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, graph, arch=caps.encode())
 
   @staticmethod
-  def _create_device(phys, caps):
+  def _create_device(phys, caps, exts:list[str]):
     # enable exactly the features the renderer may use, so a disabled one really is unavailable
     f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps)
     f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12, storageBuffer16BitAccess="s16" in caps)
@@ -40,8 +47,10 @@ class VulkanDevice(Compiled):
     feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps
     prio = ffi.new("float[1]", [1.0])
     qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
+    names = [ffi.new("char[]", e.encode()) for e in exts]
     out = ffi.new("VkDevice*")
-    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo), NULL, out),
+    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
+                                              enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out),
           f"vkCreateDevice ({phys.name})")
     return out[0]
 
@@ -61,6 +70,23 @@ class VulkanDevice(Compiled):
     return self._layouts[key]
 
   def synchronize(self): self.queue.synchronize()
+
+  def clock_offset(self) -> decimal.Decimal:
+    """CPU microseconds minus device microseconds at one instant."""
+    period = decimal.Decimal(self.phys.limits["timestampPeriod"])
+    if self.calibrated:
+      fn = ffi.cast("PFN_vkGetCalibratedTimestampsEXT", lib.vkGetDeviceProcAddr(self.vkdev, b"vkGetCalibratedTimestampsEXT"))
+      infos = ffi.new("VkCalibratedTimestampInfoEXT[2]", [{"sType": CALIBRATED_INFO, "timeDomain": d} for d in (0, 1)])  # DEVICE, MONOTONIC
+      ts, dev = ffi.new("uint64_t[2]"), ffi.new("uint64_t*")
+      check(fn(self.vkdev, 2, infos, ts, dev), "vkGetCalibratedTimestampsEXT")
+      return decimal.Decimal(ts[1]) / 1000 - decimal.Decimal(ts[0] & self.queue.timestamp_mask) * period / 1000
+    # no calibration: a timestamp executed between two CPU clock reads; take the middle
+    b = self.queue.batch()
+    if (q := b.timestamp()) is None: return decimal.Decimal(0)
+    cpu0 = time.perf_counter_ns()
+    self.queue.wait(b.seq)
+    cpu1 = time.perf_counter_ns()
+    return decimal.Decimal(cpu0 + cpu1) / 2000 - decimal.Decimal(b.read_timestamps(q, 1)[0]) * period / 1000
 
   def check_validation(self):
     if instance().validation and validation_messages:

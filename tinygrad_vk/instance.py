@@ -131,6 +131,11 @@ class PhysicalDevice:
     self.queue_family = next((i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
     self.timestamp_bits = qfs[self.queue_family].timestampValidBits if self.queue_family is not None else 0
 
+  def time_domains(self, inst) -> list[int]:
+    fn = lib.vkGetInstanceProcAddr(inst.handle, b"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT")
+    if fn == NULL: return []
+    return enumerate_(ffi.cast("PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", fn), "VkTimeDomainEXT", self.handle)
+
   def flags(self) -> set[str]:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE."""
     f, out = self.features, set()

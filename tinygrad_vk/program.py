@@ -58,19 +58,22 @@ class VulkanProgram:
                                        flags=PIPELINE_CREATE_DISPATCH_BASE),
                                        NULL, pipe), f"vkCreateComputePipelines ({self.name})")
     self.pipeline, self._entry = pipe[0], entry
-    self.pc = bytearray(self.pc_size)
     self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
     self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
 
-  def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
-    dev, caps = self.dev, self.dev.caps
+  def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
+    caps = self.dev.caps
     gx, gy, gz = (int(g) for g in global_size)
     if gx > MAX_GROUPS_X or gy > caps.wgcount[1] or gz > caps.wgcount[2]:
       raise RuntimeError(f"VULKAN: {self.name} dispatches {tuple(global_size)} workgroups, over the limit "
                          f"({MAX_GROUPS_X}, {caps.wgcount[1]}, {caps.wgcount[2]}) (maxComputeWorkGroupCount {caps.wgcount})")
     if local_size is not None and tuple(local_size) != self.local_size:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
-    pc, infos = self.pc, self.infos
+    return gx, gy, gz
+
+  def bind(self, dset, bufs, vals) -> bytes:
+    """Point the descriptor set at the buffers (views bound at the aligned-down offset) and pack the push constants."""
+    caps, infos, pc = self.dev.caps, self.infos, bytearray(self.pc_size)
     for i, (b, isz) in enumerate(zip(bufs, self.itemsize)):
       rem = b.offset % caps.align
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
@@ -80,28 +83,37 @@ class VulkanProgram:
       infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
       pc[i] = rem // isz
     for (off, fmt), v in zip(self.vals, vals): struct.pack_into(fmt, pc, off, v)
-    q = dev.queue
-    writes = [bufs[i] for i in self.writes]
-    batch = q.prepare([b for i, b in enumerate(bufs) if i not in self.writes], writes)
-    cmd = batch.cmd
     if bufs:
-      dset = batch.alloc_set(self.set_layout)
       self.write.dstSet = dset
-      lib.vkUpdateDescriptorSets(dev.vkdev, 1, self.write, 0, NULL)
+      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.write, 0, NULL)
+    return bytes(pc)
+
+  def record(self, cmd, dset, pc:bytes, groups:tuple[int, int, int]):
     lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
-    if bufs: lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, ffi.new("VkDescriptorSet*", dset), 0, NULL)
-    lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, ffi.from_buffer(pc))
-    timed = wait or q.profiling()
-    t0 = batch.timestamp() if timed else None
-    if gx <= (mx := caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)
+    if self.itemsize: lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, ffi.new("VkDescriptorSet*", dset), 0, NULL)
+    lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
+    gx, gy, gz = groups
+    if gx <= (mx := self.dev.caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)
     else:  # more workgroups than one dispatch allows along x: split it, the base offset keeps gl_WorkGroupID.x global
       for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, base, 0, 0, min(mx, gx - base), gy, gz)
+
+  def split(self, bufs) -> tuple[list, list]:
+    """(read-only buffers, written buffers) of a call."""
+    return [b for i, b in enumerate(bufs) if i not in self.writes], [bufs[i] for i in self.writes]
+
+  def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
+    groups, q = self.check_launch(global_size, local_size), self.dev.queue
+    batch = q.prepare(*self.split(bufs))
+    dset = batch.alloc_set(self.set_layout) if bufs else None
+    pc = self.bind(dset, bufs, vals)
+    t0 = batch.timestamp() if wait or q.profiling() else None
+    self.record(batch.cmd, dset, pc, groups)
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     q.recorded(batch)
     if not wait: return None
     q.wait(batch.seq)
-    if t1 is None: raise RuntimeError(f"VULKAN: {dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
+    if t1 is None: raise RuntimeError(f"VULKAN: {self.dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
     return q.seconds(*batch.read_timestamps(t0, 2))
 
   def __del__(self):

@@ -97,10 +97,11 @@ class CommandQueue:
     self.barrier_info = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=ACCESS)
     self.host_barrier = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
 
-  def new_command_buffer(self):
+  def new_command_buffer(self, secondary=False):
     out = ffi.new("VkCommandBuffer*")
-    check(lib.vkAllocateCommandBuffers(self.device, new("VkCommandBufferAllocateInfo", commandPool=self.pool,
-                                       level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1), out), "vkAllocateCommandBuffers")
+    level = vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY if secondary else vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
+    check(lib.vkAllocateCommandBuffers(self.device, new("VkCommandBufferAllocateInfo", commandPool=self.pool, level=level,
+                                                        commandBufferCount=1), out), "vkAllocateCommandBuffers")
     return out[0]
 
   def get_desc_pool(self):
@@ -131,9 +132,9 @@ class CommandQueue:
     for x in writes: x.root.last_use = b.seq
     return b
 
-  def barrier(self, cmd):
+  def barrier(self, cmd, hazards:Hazards|None=None):
     lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, self.barrier_info, 0, NULL, 0, NULL)
-    self.hazards.clear()
+    (hazards or self.hazards).clear()
 
   def recorded(self, b:Batch):
     b.ncmds += 1

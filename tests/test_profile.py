@@ -1,0 +1,41 @@
+"""GPU timings: DEBUG=2 kernel times, PROFILE=1 device ranges on tinygrad's timeline, and BEAM search with timed kernels."""
+import re
+from tinygrad.helpers import ansistrip
+from util import run_python
+
+def test_debug2_prints_gpu_times():
+  r = run_python("from tinygrad import Tensor; import numpy as np; print((Tensor(np.arange(999, dtype=np.float32)) * 2).sum().item())",
+                 {"DEBUG": "2"})
+  assert r.returncode == 0, r.stderr
+  lines = [ansistrip(l) for l in r.stdout.splitlines() if "VULKAN" in l and " tm " in l and "copy" not in l]
+  assert lines and all(re.search(r" tm +[0-9.]+(us|ms)/", l) for l in lines), r.stdout
+
+def test_profile_events():
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, TinyJit, Device
+from tinygrad.device import Compiled, ProfileDeviceEvent, ProfileGraphEvent
+from tinygrad.helpers import ProfileRangeEvent
+@TinyJit
+def f(a): return ((a + 1).contiguous() * 2).sum().realize()
+a = Tensor(np.arange(1000, dtype=np.float32)).realize()
+(a * 3).realize()
+for _ in range(4): f(a)
+Device["VULKAN"].synchronize()
+ev = Compiled.profile_events
+assert any(isinstance(e, ProfileDeviceEvent) and e.device == "VULKAN" for e in ev)
+ranges = [e for e in ev if isinstance(e, ProfileRangeEvent) and e.device == "VULKAN"]
+assert ranges and all(e.en >= e.st for e in ranges)
+graphs = [e for e in ev if isinstance(e, ProfileGraphEvent)]
+assert graphs and all(len(g.sigs) == 2 * len(g.ents) and all(b >= a for a, b in zip(g.sigs, g.sigs[1:])) for g in graphs)
+print("ok", len(ranges), len(graphs))""", {"PROFILE": "1", "VIZ": "0"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+def test_beam_search_runs():
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor
+a, b = np.random.default_rng(0).random((37, 29), dtype=np.float32), np.random.default_rng(1).random((29, 23), dtype=np.float32)
+np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5)
+print("ok")""", {"BEAM": "1", "IGNORE_BEAM_CACHE": "1"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,110 @@
+"""TinyJit graphs: a captured batch of kernels is recorded once into a secondary command buffer and replayed with one
+vkCmdExecuteCommands in the device's open command buffer.
+
+Between replays only what changed is redone: when a JIT input is another buffer, a symbolic value or a launch size changes,
+the graph waits for its previous replay (its descriptor sets may still be in use), updates the sets of the affected kernels
+and records the command buffer again (Vulkan invalidates a command buffer whose bound sets are updated).
+"""
+from __future__ import annotations
+import decimal
+from typing import cast
+from tinygrad.device import Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
+from tinygrad.helpers import PROFILE
+from tinygrad.engine.jit import GraphRunner
+from tinygrad.uop.ops import UOp
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.queue import Hazards
+
+class VulkanGraph(GraphRunner):
+  def __init__(self, linear, input_uops=()):
+    super().__init__(linear, input_uops)
+    self.dev = Device[self.calls[0][2][0].device]
+    self.q, vkdev = self.dev.queue, self.dev.vkdev
+    self.bufs = [[b._buf for b in bufs] for _, _, bufs, _ in self.calls]
+    self.vals = [list(ast.arg.vals({**{v: 0 for v in self.vars}, **dv})) for _, ast, _, dv in self.calls]
+    self.dims = [ast.arg.launch_dims({**{v: 0 for v in self.vars}, **dv})[0] for _, ast, _, dv in self.calls]
+    # descriptor sets: one per kernel, owned by the graph
+    nsets, ndesc = len(self.calls), max(1, sum(len(b) for b in self.bufs))
+    sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": ndesc}])
+    pool = ffi.new("VkDescriptorPool*")
+    check(lib.vkCreateDescriptorPool(vkdev, new("VkDescriptorPoolCreateInfo", maxSets=nsets, poolSizeCount=1, pPoolSizes=sizes), NULL, pool),
+          "vkCreateDescriptorPool")
+    self.pool, self.sets = pool[0], []
+    for prg in self.runtimes:
+      out = ffi.new("VkDescriptorSet*")
+      check(lib.vkAllocateDescriptorSets(vkdev, new("VkDescriptorSetAllocateInfo", descriptorPool=self.pool, descriptorSetCount=1,
+                                                    pSetLayouts=ffi.new("VkDescriptorSetLayout[1]", [prg.set_layout])), out), "vkAllocateDescriptorSets")
+      self.sets.append(out[0])
+    self.cmd = self.q.new_command_buffer(secondary=True)
+    self.query_pool = None
+    if PROFILE and self.q.timestamp_bits:   # a timestamp before and after every kernel, read back when the replay completes
+      qp = ffi.new("VkQueryPool*")
+      check(lib.vkCreateQueryPool(vkdev, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * nsets), NULL, qp),
+            "vkCreateQueryPool")
+      self.query_pool = qp[0]
+    self.pcs: list[bytes] = [b""] * len(self.calls)
+    self.dirty, self.last_seq = set(range(len(self.calls))), 0
+
+  def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
+    for j, repl in enumerate(self.uop_replace):
+      for pos, slot in repl:
+        if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
+    for j, i, v in self.updated_vars(var_vals):
+      if self.vals[j][i] != v: self.vals[j][i] = v; self.dirty.add(j)
+    for j, gl, _ in self.updated_launch_dims(var_vals):
+      if tuple(self.dims[j]) != tuple(gl): self.dims[j] = gl; self.dirty.add(j)
+    # profiled replays reuse one set of queries: the previous replay's must be read first
+    if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
+    q = self.q
+    batch = q.prepare(self.reads, self.writes)
+    if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
+    t0 = batch.timestamp() if wait else None
+    lib.vkCmdExecuteCommands(batch.cmd, 1, ffi.new("VkCommandBuffer[1]", [self.cmd]))
+    t1 = batch.timestamp() if t0 is not None else None
+    q.recorded(batch)
+    if self.query_pool is not None: q.defer(batch.seq, self._collect)
+    self.last_seq = batch.seq
+    if not wait: return None
+    q.wait(batch.seq)
+    if t1 is None: raise RuntimeError(f"VULKAN: {self.dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
+    return q.seconds(*batch.read_timestamps(t0, 2))
+
+  def _record(self):
+    # the previous replay may still read these sets and this command buffer
+    if self.last_seq: self.q.wait(self.last_seq)
+    if not self.dirty: return
+    for j in sorted(self.dirty): self.pcs[j] = self.runtimes[j].bind(self.sets[j], self.bufs[j], self.vals[j])
+    self.dirty.clear()
+    cmd = self.cmd
+    inherit = new("VkCommandBufferInheritanceInfo")
+    check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=inherit,
+                                            flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
+    hz, reads, writes, qp = Hazards(), {}, {}, self.query_pool
+    for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):
+      rd, wr = prg.split(bufs)
+      rr, wrr = [(id(x.root), x.offset, x.offset + x.size) for x in rd], [(id(x.root), x.offset, x.offset + x.size) for x in wr]
+      if hz.conflict(rr, wrr): self.q.barrier(cmd, hz)
+      hz.add(rr, wrr)
+      if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
+      prg.record(cmd, dset, pc, prg.check_launch(dims, None))
+      if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
+      reads.update((id(x), x) for x in rd)
+      writes.update((id(x), x) for x in wr)
+    check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+    # what the replay touches, for the device queue's barriers and deferred frees
+    self.reads, self.writes = list(reads.values()), list(writes.values())
+
+  def _collect(self):
+    n, period = 2 * len(self.calls), decimal.Decimal(self.q.timestamp_period)
+    out = ffi.new("uint64_t[]", n)
+    check(lib.vkGetQueryPoolResults(self.dev.vkdev, self.query_pool, 0, n, ffi.sizeof(out), out, 8,
+                                    vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT), "vkGetQueryPoolResults")
+    ents = [ProfileGraphEntry(self.dev.device, prg.name, 2 * j, 2 * j + 1, prg.profile_key) for j, prg in enumerate(self.runtimes)]
+    Compiled.profile_events.append(ProfileGraphEvent(ents, [], [decimal.Decimal(out[i] & self.q.timestamp_mask) * period / 1000 for i in range(n)]))
+
+  def __del__(self):
+    if self.dev.closed: return
+    dev, pool, cmd, q = self.dev, self.pool, self.cmd, self.q
+    qp = self.query_pool
+    q.defer(self.last_seq, lambda: (lib.vkDestroyDescriptorPool(dev.vkdev, pool, NULL), lib.vkFreeCommandBuffers(dev.vkdev, q.pool, 1,
+            ffi.new("VkCommandBuffer[1]", [cmd])), qp is not None and lib.vkDestroyQueryPool(dev.vkdev, qp, NULL)))
