@@ -24,3 +24,25 @@ def test_elementwise_transcendental():
   out = Tensor(a).exp().numpy(), Tensor(a).abs().log().numpy(), Tensor(a).sin().numpy(), Tensor(a).cos().numpy()
   refs = np.exp(a), np.log(np.abs(a)), np.sin(a), np.cos(a)
   for o, r in zip(out, refs): np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
+
+def test_plugin_from_any_directory_and_in_compile_workers(tmp_path):
+  # an unmodified script, run outside the checkout: the .pth hook registers DEV=VULKAN, also in tinygrad's spawned compile workers
+  code = """
+import numpy as np
+from tinygrad import Tensor, Device
+import tinygrad.engine.worker as w
+a = Tensor(np.arange(1, 38, dtype=np.float32))
+x, y = (a * 2).contiguous(), (a + 3).sqrt().contiguous()   # two kernels compiled at once: in the worker pool
+Tensor.realize(x, y)
+assert w.worker_pool is not None, "kernels were not compiled in worker processes"
+np.testing.assert_allclose((x + y).numpy(), np.arange(1, 38) * 2 + np.sqrt(np.arange(1, 38) + 3), rtol=1e-6)
+print(Device.DEFAULT, "ok")
+"""
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                     env={**os.environ, "DEV": "VULKAN", "PARALLEL": "2", "CACHELEVEL": "0"})
+  assert r.returncode == 0 and "VULKAN ok" in r.stdout, r.stdout + r.stderr
+
+def test_vulkan_is_never_the_default_device():
+  r = subprocess.run([sys.executable, "-c", "from tinygrad import Device; print(Device.DEFAULT)"], capture_output=True, text=True, timeout=120,
+                     env={k: v for k, v in os.environ.items() if k != "DEV"})
+  assert r.returncode == 0 and r.stdout.strip() != "VULKAN", r.stdout + r.stderr

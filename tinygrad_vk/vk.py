@@ -27,13 +27,12 @@ def check(res:int|None, what:str) -> int|None:
 
 def new(ctype:str, **fields) -> Any:
   """ffi.new of a Vulkan struct; sType is filled in from the struct name."""
-  if "sType" not in fields and any(f == "sType" for f, _ in ffi.typeof(ctype).fields):
-    if (stype := _stype(ctype)) is None: raise KeyError(f"no VK_STRUCTURE_TYPE for {ctype}: pass sType=")
-    fields["sType"] = stype
+  if "sType" not in fields and (stype := _stype(ctype)) is not None: fields["sType"] = stype
   return ffi.new(ctype + "*", fields)
 
 _stype_cache: dict[str, int|None] = {}
 def _stype(ctype:str) -> int|None:
+  if ctype not in _stype_cache and not any(f == "sType" for f, _ in ffi.typeof(ctype).fields): _stype_cache[ctype] = None
   if ctype not in _stype_cache:
     # VkPhysicalDeviceVulkan12Features -> VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
     name, out = ctype[2:], []
@@ -43,7 +42,8 @@ def _stype(ctype:str) -> int|None:
       out.append(ch.upper())
     key = "VK_STRUCTURE_TYPE_" + "".join(out)
     key = key.replace("VULKAN_1", "VULKAN_1_").replace("VULKAN_1__", "VULKAN_1_")
-    _stype_cache[ctype] = getattr(vk, key, None)
+    if (val := getattr(vk, key, None)) is None: raise KeyError(f"no {key} for {ctype}: pass sType=")
+    _stype_cache[ctype] = val
   return _stype_cache[ctype]
 
 def handle_out(ctype:str) -> Any: return ffi.new(ctype + "*")
