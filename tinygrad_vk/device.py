@@ -27,9 +27,6 @@ class VulkanDevice(Compiled):
     self.vkdev = self._create_device(phys, caps, [CALIBRATED_EXT] if self.calibrated else [])
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
-    pc = ffi.new("VkPipelineCache*")
-    check(lib.vkCreatePipelineCache(self.vkdev, new("VkPipelineCacheCreateInfo"), NULL, pc), "vkCreatePipelineCache")
-    self.pipeline_cache = pc[0]
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"])
     self._layouts: dict[tuple[int, int], tuple] = {}
     if "tinygrad.schedule.rangeify" in sys.modules:   # the buffers a kernel may bind: the descriptor limit, at most the default

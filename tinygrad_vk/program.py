@@ -29,6 +29,8 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
   return local, ro
 
 class VulkanProgram:
+  # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
+  # cheaper, and a VkPipelineCache (in memory or persisted) changed nothing
   def __init__(self, dev, obj:TinyELF):
     self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
     bufs = [s for s in obj.signature if s[0] is None]
@@ -54,7 +56,7 @@ class VulkanProgram:
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
              "pName": (entry := ffi.new("char[]", b"main"))}
     pipe = ffi.new("VkPipeline*")
-    check(lib.vkCreateComputePipelines(dev.vkdev, dev.pipeline_cache, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
+    check(lib.vkCreateComputePipelines(dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
                                        flags=PIPELINE_CREATE_DISPATCH_BASE),
                                        NULL, pipe), f"vkCreateComputePipelines ({self.name})")
     self.pipeline, self._entry = pipe[0], entry
