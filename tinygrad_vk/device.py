@@ -44,10 +44,11 @@ class VulkanDevice(Compiled):
     feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps
     prio = ffi.new("float[1]", [1.0])
     qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
+    # cffi does not keep what a struct field points to alive: every pointee needs a name until the call returns
     names = [ffi.new("char[]", e.encode()) for e in exts]
-    out = ffi.new("VkDevice*")
+    name_arr, out = ffi.new("char*[]", names), ffi.new("VkDevice*")
     check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-                                              enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out),
+                                              enabledExtensionCount=len(names), ppEnabledExtensionNames=name_arr), NULL, out),
           f"vkCreateDevice ({phys.name})")
     return out[0]
 

@@ -31,9 +31,9 @@ class VulkanGraph(GraphRunner):
           "vkCreateDescriptorPool")
     self.pool, self.sets = pool[0], []
     for prg in self.runtimes:
-      out = ffi.new("VkDescriptorSet*")
+      out, layouts = ffi.new("VkDescriptorSet*"), ffi.new("VkDescriptorSetLayout[1]", [prg.set_layout])
       check(lib.vkAllocateDescriptorSets(vkdev, new("VkDescriptorSetAllocateInfo", descriptorPool=self.pool, descriptorSetCount=1,
-                                                    pSetLayouts=ffi.new("VkDescriptorSetLayout[1]", [prg.set_layout])), out), "vkAllocateDescriptorSets")
+                                                    pSetLayouts=layouts), out), "vkAllocateDescriptorSets")
       self.sets.append(out[0])
     self.cmd = self.q.new_command_buffer(secondary=True)
     self.query_pool = None
