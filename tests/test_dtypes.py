@@ -120,3 +120,25 @@ from tinygrad import Tensor, dtypes
 try: (Tensor([1.0, 2.0], dtype=dtypes.float64) * 2).numpy()
 except Exception as e: print("ERR", type(e).__name__, e)""", {"VULKAN_DISABLE": "f64"})
   assert "ERR" in r.stdout and "double" in r.stdout and "shaderFloat64" in r.stdout, r.stdout + r.stderr
+
+def _cast_source(dt) -> np.ndarray:
+  """Values every destination type can hold after C conversion rules: small magnitudes, both signs where the type has them."""
+  npdt = _to_np_dtype(dt)
+  if dt == dtypes.bool: return data(97, np.bool_)
+  if dtypes.is_float(dt): return np.concatenate([data(90, np.float32, lo=0, hi=120).round(2), [0.0, -0.0, 1.5, 2.5, 7.75, 0.5, 126.0]]).astype(npdt)
+  return np.concatenate([data(90, npdt) % 100, np.array([0, 1, 99, 3, 5, 7, 127 if dt in (dtypes.char, dtypes.uchar) else 126])]).astype(npdt)
+
+@pytest.mark.parametrize("src", NATIVE, ids=str)
+def test_cast_matrix(src):
+  # every native destination from one source in one schedule: values stay in range, so C conversion rules are defined
+  x = _cast_source(src)
+  outs = [Tensor(x).cast(d) for d in NATIVE]
+  Tensor.realize(*outs)
+  for d, o in zip(NATIVE, outs):
+    np.testing.assert_array_equal(o.numpy(), x.astype(_to_np_dtype(d)), err_msg=f"{src} -> {d}")
+
+@pytest.mark.parametrize("dt", [d for d in NATIVE if d != dtypes.bool], ids=str)
+def test_bitcast_to_every_same_size_type(dt):
+  x = _cast_source(dt)
+  for d in [d for d in NATIVE if d.itemsize == dt.itemsize and d not in (dt, dtypes.bool)]:
+    np.testing.assert_array_equal(Tensor(x).bitcast(d).numpy(), x.view(_to_np_dtype(d)), err_msg=f"{dt} -> {d}")
