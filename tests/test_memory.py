@@ -75,3 +75,15 @@ def test_allocation_over_device_limit_is_memory_error():
   with pytest.raises(MemoryError) as e:
     Buffer("VULKAN", limit + 1, dtypes.uint8).allocate()
   assert "over" in str(e.value.__cause__) and Device["VULKAN"].phys.name in str(e.value.__cause__)
+
+def test_many_inputs_are_split_under_the_buffer_limit():
+  # the hook registers VULKAN's per-kernel buffer limit before the first schedule: a 40-input sum becomes several kernels
+  xs = [data(101) for _ in range(40)]
+  def total():   # a fresh graph each time: schedule_linear() hands the schedule to the caller, who must run it
+    t = Tensor(xs[0])
+    for x in xs[1:]: t = t + Tensor(x)
+    return t
+  from tinygrad.uop.ops import Ops
+  calls = [c for c in total().schedule_linear().src if c.src[0].op is Ops.SINK]
+  assert len(calls) > 1 and all(len(c.src) - 1 <= 31 for c in calls)
+  np.testing.assert_allclose(total().numpy(), np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)

@@ -17,7 +17,7 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
   return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
-  """The GLSL of every kernel that realizing t would run."""
+  """The GLSL of every kernel that realizing t would run. Consumes t: schedule_linear() leaves running the schedule to the caller."""
   return [to_program(c.src[0], Device[device].renderer).src[2].arg for c in t.schedule_linear().src if c.src[0].op is Ops.SINK]
 
 def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.CompletedProcess:
