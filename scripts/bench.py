@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""tinygrad DEV=VULKAN beside DEV=CPU, numpy and the raw Vulkan floor on the same driver, in one run.
+
+  python scripts/bench.py [--quick] [--beam] [--json bench.json]
+
+Each tinygrad device runs in a subprocess of its own (DEV is read at import) and writes its figures to a JSON file after every
+benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs again with VULKAN_FORCE_STAGING=1 (copies) and
+VULKAN_GRAPH=0 (TinyJit without the command-buffer graph). Every figure is the median of several timed runs after
+warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package directly, without tinygrad.
+"""
+import argparse, json, os, platform, random, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+N16M, MiB64 = 16 << 20, 64 << 20
+
+# (key, label, unit); the order is the table's
+ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
+        ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
+        ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
+        ("launch_eager", "launch eager realize()", "us"), ("launch_eager_sync", "launch eager realize()+sync", "us"),
+        ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
+        ("compile_schedule", "cold: schedule", "ms"), ("compile_codegen", "cold: tinygrad codegen", "ms"),
+        ("compile_compiler", "cold: compiler (GLSL->SPIR-V)", "ms"), ("compile_pipeline", "cold: pipeline + 1st dispatch", "ms"),
+        ("copy_h2d", "copy 64 MiB host->device", "GB/s"), ("copy_d2h", "copy 64 MiB device->host", "GB/s"),
+        ("copy_h2d_staging", "copy H->D, VULKAN_FORCE_STAGING=1", "GB/s"), ("copy_d2h_staging", "copy D->H, VULKAN_FORCE_STAGING=1", "GB/s"),
+        ("copy_h2d_raw", "copy H->D, allocator._copyin", "GB/s"), ("copy_d2h_raw", "copy D->H, allocator._copyout", "GB/s"),
+        ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
+        ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s")]
+COLS = ["VULKAN", "CPU", "numpy", "floor"]
+# floor figures shown on the row of the tinygrad figure they bound
+FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_naive_1024",
+              "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
+
+def stat(vals:list[float], unit:str, **extra) -> dict:
+  return {"med": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals), "unit": unit, **extra}
+
+def err(e:BaseException) -> dict:
+  lines = [l for l in str(e).strip().splitlines() if l.strip()]
+  return {"error": f"{type(e).__name__}: {lines[0][:160] if lines else ''}"}
+
+# ---------------------------------------------------------------- worker: one tinygrad device, in its own process
+
+def worker(tasks:list[str], quick:bool, out_path:str):
+  import numpy as np
+  from tinygrad import Tensor, Device, TinyJit, nn
+  from tinygrad.helpers import Context, GlobalCounters
+  from tinygrad.engine.realize import compile_linear, run_linear
+  res: dict = {}
+  def save():
+    with open(out_path, "w") as f: json.dump(res, f)
+  try:
+    dev = Device[Device.DEFAULT]
+    res["device"] = Device.DEFAULT
+    if hasattr(dev, "phys"): res["info"] = {"name": dev.phys.name, "driver": dev.phys.driver}
+  except Exception as e:
+    res["error"] = err(e)["error"]; save(); return
+  R, WARM = (3, 1) if quick else (7, 2)
+
+  def times(fn, reps=R, warm=WARM) -> list[float]:
+    """Wall seconds of fn() up to device completion; the warm-up runs compile and fill the allocator's cache."""
+    for _ in range(warm): fn(); dev.synchronize()
+    out = []
+    for _ in range(reps):
+      st = time.perf_counter(); fn(); dev.synchronize(); out.append(time.perf_counter() - st)
+    return out
+  rate = lambda ts, amount, unit: stat([amount / t for t in ts], unit)
+
+  def gemm(n, reps=R, warm=WARM):
+    a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
+    return rate(times(lambda: (a @ b).realize(), reps, warm), 2 * n**3 / 1e9, "GFLOP/s")
+
+  def gemm_beam():
+    with Context(BEAM=2): return gemm(1024, reps=3)
+
+  def add():
+    x, y = Tensor.rand(N16M).realize(), Tensor.rand(N16M).realize()
+    return rate(times(lambda: (x + y).realize()), 3 * 4 * N16M / 1e9, "GB/s")
+
+  def sum_():
+    x = Tensor.rand(N16M).realize()
+    return rate(times(lambda: x.sum().realize()), 4 * N16M / 1e9, "GB/s")
+
+  def conv():
+    x, w = Tensor.rand(8, 32, 64, 64).realize(), Tensor.rand(64, 32, 3, 3).realize()
+    return rate(times(lambda: x.conv2d(w, padding=1).realize()), 2 * 8 * 64 * 64 * 64 * 32 * 9 / 1e9, "GFLOP/s")
+
+  def eager(sync:bool):
+    n, a = (100 if quick else 500), [Tensor.zeros(1).contiguous().realize()]
+    def loop():
+      for _ in range(n):
+        a[0] = (a[0] + 1).realize()
+        if sync: dev.synchronize()
+    return stat([t / n * 1e6 for t in times(loop)], "us")
+
+  def jit():
+    @TinyJit
+    def chain(x):
+      for _ in range(100): x = (x * 1.0001 + 1).contiguous()   # contiguous: each step its own dependent kernel
+      return x
+    x, k = Tensor.rand(16).realize(), 10
+    for _ in range(3): chain(x)   # the JIT captures on the second call
+    k0 = GlobalCounters.kernel_count
+    chain(x); dev.synchronize()
+    def loop():
+      for _ in range(k): chain(x)
+    return stat([t / (100 * k) * 1e6 for t in times(loop)], "us", kernels_per_call=GlobalCounters.kernel_count - k0)
+
+  def compile_cost():
+    # a fresh constant makes a kernel no cache has seen; CACHELEVEL=0 also keeps the disk cache out of it
+    comp_cls, acc, base = type(dev.compiler), {"compile": 0.0, "runtime": 0.0}, dev.runtime
+    orig = comp_cls.compile
+    def timed(name, fn):
+      def wrap(*a, **kw):
+        st = time.perf_counter()
+        try: return fn(*a, **kw)
+        finally: acc[name] += time.perf_counter() - st
+      return wrap
+    comp_cls.compile, dev.runtime = timed("compile", orig), timed("runtime", base)
+    x, rows = Tensor.rand(1024).realize(), {k: [] for k in ("schedule", "codegen", "compiler", "pipeline", "pipeline_create")}
+    try:
+      for _ in range(R + 1):
+        acc.update(compile=0.0, runtime=0.0)
+        with Context(CACHELEVEL=0):
+          t0 = time.perf_counter()
+          linear, var_vals = (x * random.uniform(1, 2) + random.uniform(0, 1)).sqrt().linear_with_vars()
+          t1 = time.perf_counter()
+          compile_linear(linear)   # codegen + compiler; run_linear below finds the result in the to_program cache
+          t2 = time.perf_counter()
+          run_linear(linear, var_vals); dev.synchronize()
+          t3 = time.perf_counter()
+        if acc["compile"] == 0: raise RuntimeError("the compiler was not called: the kernel came from a cache")
+        for k, v in (("schedule", t1 - t0), ("codegen", t2 - t1 - acc["compile"]), ("compiler", acc["compile"]),
+                     ("pipeline", t3 - t2), ("pipeline_create", acc["runtime"])): rows[k].append(v * 1e3)
+    finally: comp_cls.compile, dev.runtime = orig, base
+    rows = {k: v[1:] for k, v in rows.items()}   # the first kernel also pays one-time imports and device set-up
+    return {f"compile_{k}": stat(v, "ms") for k, v in rows.items() if k != "pipeline_create"} | \
+           {"compile_pipeline": stat(rows["pipeline"], "ms", pipeline_create_ms=statistics.median(rows["pipeline_create"]))}
+
+  def copies():
+    arr = np.random.rand(N16M).astype(np.float32)
+    t, mv = Tensor(arr).realize(), memoryview(bytearray(MiB64))
+    buf, alloc = t.uop.buffer._buf, dev.allocator
+    # Tensor copies, then the allocator's own copyin/copyout with no Tensor, no allocation (.numpy() builds a fresh bytearray)
+    return {"copy_h2d": rate(times(lambda: Tensor(arr).realize()), MiB64 / 1e9, "GB/s"),
+            "copy_d2h": rate(times(lambda: t.numpy()), MiB64 / 1e9, "GB/s"),
+            "copy_h2d_raw": rate(times(lambda: alloc._copyin(buf, memoryview(arr).cast("B"))), MiB64 / 1e9, "GB/s"),
+            "copy_d2h_raw": rate(times(lambda: alloc._copyout(mv, buf)), MiB64 / 1e9, "GB/s")}
+
+  def cnn():
+    class Net:
+      def __init__(self): self.c1, self.c2, self.l = nn.Conv2d(1, 8, 3), nn.Conv2d(8, 16, 3), nn.Linear(16 * 5 * 5, 10)
+      def __call__(self, x):
+        x = self.c1(x).relu().max_pool2d()
+        return self.l(self.c2(x).relu().max_pool2d().flatten(1))
+    net = Net()
+    opt = nn.optim.SGD(nn.state.get_parameters(net), lr=0.01)
+    @TinyJit
+    def step(x, y):
+      with Context(TRAINING=1):
+        opt.zero_grad()
+        loss = net(x).sparse_categorical_crossentropy(y).backward()
+        return loss.realize(*opt.schedule_step())
+    x, y = Tensor.randn(32, 1, 28, 28).realize(), Tensor.randint(32, high=10).realize()
+    for _ in range(3): step(x, y)
+    return rate(times(lambda: step(x, y), reps=R * 2), 1.0, "steps/s")
+
+  benches = {"gemm512": lambda: gemm(512), "gemm1024": lambda: gemm(1024, reps=2 if quick else R),
+             "gemm2048": lambda: gemm(2048, reps=3, warm=1), "gemm1024_beam2": gemm_beam, "add16M": add, "sum16M": sum_, "conv2d": conv,
+             "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit,
+             "compile": compile_cost, "copy": copies, "cnn_train": cnn}
+  for name in tasks:
+    try:
+      r = benches[name]()
+      res.update(r if "med" not in r else {name: r})
+    except Exception as e:
+      res[name] = err(e)
+    save()
+
+# ---------------------------------------------------------------- the parent: subprocesses, numpy, table, ratios
+
+def run_sub(argv:list[str], env:dict, timeout:float) -> dict:
+  """Run a worker or the floor; whatever it saved survives a crash, the error is kept."""
+  with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f: path = f.name
+  res, msg = {}, None
+  try:
+    p = subprocess.run([sys.executable] + argv + ["--out", path], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0: msg = f"exit {p.returncode}: " + (p.stderr.strip().splitlines() or ["?"])[-1][:160]
+  except subprocess.TimeoutExpired: msg = f"timed out after {timeout:.0f}s"
+  try:
+    with open(path) as f: res = json.load(f)
+  except (OSError, ValueError): pass
+  os.unlink(path)
+  if msg: res["error"] = (res.get("error", "") + " " + msg).strip()
+  return res
+
+def numpy_bench(quick:bool) -> dict:
+  import numpy as np
+  R = 3 if quick else 7
+  def times(fn, reps=R):
+    fn()
+    out = []
+    for _ in range(reps):
+      st = time.perf_counter(); fn(); out.append(time.perf_counter() - st)
+    return out
+  res = {}
+  for n in (512, 1024) + (() if quick else (2048,)):
+    a, b = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
+    res[f"gemm{n}"] = stat([2 * n**3 / t / 1e9 for t in times(lambda: a @ b)], "GFLOP/s")
+  x, y, z = (np.random.rand(N16M).astype(np.float32) for _ in range(3))
+  res["add16M"] = stat([3 * 4 * N16M / t / 1e9 for t in times(lambda: np.add(x, y, out=z))], "GB/s")
+  res["sum16M"] = stat([4 * N16M / t / 1e9 for t in times(lambda: x.sum())], "GB/s")
+  # the copy floor: a plain memcpy of 64 MiB between buffers that exist already
+  res["memcpy"] = stat([MiB64 / t / 1e9 for t in times(lambda: np.copyto(z, x))], "GB/s")
+  return res
+
+def machine() -> dict:
+  cpu = platform.processor()
+  try: cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+  except (OSError, StopIteration): pass
+  import numpy, importlib.metadata as md
+  return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": numpy.__version__,
+          "tinygrad": md.version("tinygrad"), "LP_NUM_THREADS": os.environ.get("LP_NUM_THREADS", "(unset)")}
+
+def fmt(r:dict|None) -> str:
+  if r is None: return "-"
+  if "med" not in r: return "n/a"
+  g = lambda v: f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+  return f"{g(r['med'])} [{g(r['min'])}-{g(r['max'])}]"
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--quick", action="store_true", help="smaller set, fewer repeats: under two minutes on 2 cores")
+  ap.add_argument("--beam", action="store_true", help="also GEMM 1024 with BEAM=2 on VULKAN (slow)")
+  ap.add_argument("--json", default="bench.json")
+  ap.add_argument("--worker", help=argparse.SUPPRESS)
+  ap.add_argument("--out", help=argparse.SUPPRESS)
+  args = ap.parse_args()
+  if args.worker: return worker(args.worker.split(","), args.quick, args.out)
+
+  t_start, q = time.perf_counter(), ["--quick"] if args.quick else []
+  tasks = ["gemm512", "gemm1024"] + ([] if args.quick else ["gemm2048"]) + \
+          ["add16M", "sum16M", "conv2d", "launch_eager", "launch_eager_sync", "launch_jit", "compile", "copy", "cnn_train"]
+  me, limit = os.path.abspath(__file__), 100 if args.quick else 1200
+  info = machine()
+  groups = {"compile": [f"compile_{k}" for k in ("schedule", "codegen", "compiler", "pipeline")],
+            "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"]}
+  keys = [k for t in tasks for k in groups.get(t, [t])]
+  expected = {"VULKAN": keys, "CPU": keys}
+  results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN"}, limit)}
+  # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
+  extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
+           ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60)]
+  if args.beam: extra.append(({}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
+  for env, task, rows, timeout in extra:
+    r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
+    results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
+  results["CPU"] = run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "CPU"}, limit)
+  try: results["numpy"] = numpy_bench(args.quick)
+  except Exception as e: results["numpy"] = err(e)
+  floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
+  results["floor"] = {row: floor.get(k, {"error": floor.get("error", "missing")}) for row, k in FLOOR_ROWS.items()}
+
+  vk = results["VULKAN"].get("info", {})
+  print(f"machine: {info['cpu']}, {info['cores']} cores | python {info['python']}, tinygrad {info['tinygrad']}, numpy {info['numpy']} "
+        f"| LP_NUM_THREADS={info['LP_NUM_THREADS']}")
+  print(f"vulkan:  {vk.get('name', 'n/a')} | driver {vk.get('driver', 'n/a')} | floor on: {floor.get('device', 'n/a')}")
+  print(f"mode: {'--quick' if args.quick else 'full'}; cells: median [min-max]; floor column = raw Vulkan via cffi on the same driver\n")
+  widths = [34, 8] + [22] * len(COLS)
+  line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+  print(line(["benchmark", "unit"] + COLS)); print("-" * (sum(widths) + 2 * (len(widths) - 1)))
+  errors = [f"[{c}] process: {results[c]['error']}" for c in COLS if isinstance(results[c].get("error"), str)]
+  for key, label, unit in ROWS:
+    cells = []
+    for col in COLS:
+      r = results[col].get(key)
+      if r is None and key in expected.get(col, ()) and "error" in results[col]: r = {"error": "process failed, see above"}
+      elif r is not None and "error" in r: errors.append(f"[{col}] {key}: {r['error']}")
+      cells.append(fmt(r))
+    if any(c != "-" for c in cells): print(line([label, unit] + cells))
+  notes = []
+  if "record_us" in (fl := floor.get("batched_dispatch", {})):
+    notes.append(f"floor batched dispatch {fl['gpu_us']:.3g} us/dispatch by timestamps; "
+                 f"recording it through cffi costs {fl['record_us']:.3g} us (host)")
+  if "pipeline_create_ms" in (cp := results["VULKAN"].get("compile_pipeline", {})):
+    notes.append(f"VULKAN cold pipeline + 1st dispatch: {cp['pipeline_create_ms']:.3g} ms of it is VulkanProgram() (shader module + pipeline)")
+  if notes: print("\nnotes:\n  " + "\n  ".join(notes))
+
+  def ratio(a, b): return round(a["med"] / b["med"], 3) if a and b and "med" in a and "med" in b and b["med"] else None
+  V, C, N, F = (results[c] for c in COLS)
+  ratios = {
+    "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
+    "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
+    "eager launch+sync VULKAN / 1 dispatch per submit floor": ratio(V.get("launch_eager_sync"), F.get("launch_eager_sync")),
+    "eager launch VULKAN / CPU": ratio(V.get("launch_eager"), C.get("launch_eager")),
+    "add 16M VULKAN / vec4 add floor": ratio(V.get("add16M"), F.get("add16M")),
+    "GEMM 1024 VULKAN / naive GEMM floor": ratio(V.get("gemm1024"), F.get("gemm1024")),
+    "copy H->D VULKAN / memcpy": ratio(V.get("copy_h2d"), N.get("memcpy")),
+    "copy D->H VULKAN / memcpy": ratio(V.get("copy_d2h"), N.get("memcpy")),
+    "copy H->D VULKAN staging / memcpy": ratio(V.get("copy_h2d_staging"), N.get("memcpy")),
+    "copy D->H VULKAN staging / memcpy": ratio(V.get("copy_d2h_staging"), N.get("memcpy")),
+    "GEMM 1024 VULKAN / CPU": ratio(V.get("gemm1024"), C.get("gemm1024")),
+    "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
+  }
+  print("\nratios (median / median; launch: lower is better, throughput: higher is better)")
+  for k, v in ratios.items(): print(f"  {k:<56} {'n/a' if v is None else f'{v:.3g}x'}")
+  if errors: print("\nerrors:\n  " + "\n  ".join(errors))
+  elapsed = time.perf_counter() - t_start
+  with open(args.json, "w") as f:
+    json.dump({"machine": info, "vulkan": vk, "mode": "quick" if args.quick else "full", "elapsed_s": round(elapsed, 1),
+               "results": results, "floor_raw": floor, "ratios": ratios}, f, indent=1)
+  print(f"\nwrote {args.json} ({elapsed:.0f}s)")
+
+if __name__ == "__main__": main()

@@ -1,0 +1,170 @@
+"""The floor on this Vulkan driver without tinygrad: the same kinds of dispatches through the `vulkan` package's cffi handles.
+
+Run alone it prints one JSON object; scripts/bench.py runs it in a subprocess. Buffers are host-visible (the floor need not
+stage) and every figure is wall clock around submit + fence wait, with the GPU-side time from timestamp queries beside it.
+"""
+import json, random, statistics, subprocess, sys, tempfile, time
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr   # cffi helpers only: tinygrad_vk.vk imports no tinygrad
+
+TRIVIAL = "layout(local_size_x=1) in; layout(std430, binding=0) buffer A { float a[]; }; void main() { a[0] += 1.0; }"
+ADD4 = """layout(local_size_x=256) in;
+layout(std430, binding=0) buffer C { vec4 c[]; }; layout(std430, binding=1) readonly buffer A { vec4 a[]; };
+layout(std430, binding=2) readonly buffer B { vec4 b[]; };
+void main() { uint i = gl_GlobalInvocationID.x; c[i] = a[i] + b[i]; }"""
+GEMM = """layout(local_size_x=16, local_size_y=16) in; layout(push_constant) uniform P { uint n; };
+layout(std430, binding=0) buffer C { float c[]; }; layout(std430, binding=1) readonly buffer A { float a[]; };
+layout(std430, binding=2) readonly buffer B { float b[]; };
+void main() { uint col = gl_GlobalInvocationID.x, row = gl_GlobalInvocationID.y; float acc = 0.0;
+  for (uint k = 0; k < n; k++) acc += a[row*n + k] * b[k*n + col];
+  c[row*n + col] = acc; }"""
+
+def spirv(src:str) -> bytes:
+  with tempfile.TemporaryDirectory() as d:
+    subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.2", "--stdin", "-S", "comp", "-o", f"{d}/k.spv"],
+                   input=("#version 450\n" + src).encode(), check=True, capture_output=True)
+    return open(f"{d}/k.spv", "rb").read()
+
+class Floor:
+  def __init__(self):
+    app = new("VkApplicationInfo", apiVersion=(1 << 22) | (2 << 12))
+    inst = ffi.new("VkInstance*"); check(lib.vkCreateInstance(new("VkInstanceCreateInfo", pApplicationInfo=app), NULL, inst), "vkCreateInstance")
+    self.phys = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", inst[0])[0]
+    props = ffi.new("VkPhysicalDeviceProperties*"); lib.vkGetPhysicalDeviceProperties(self.phys, props)
+    self.name, self.ts_period = cstr(props.deviceName), props.limits.timestampPeriod
+    qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", self.phys)
+    fam = next(i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
+    prio = ffi.new("float[1]", [1.0])   # named: cffi does not keep a struct field's pointee alive
+    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=fam, queueCount=1, pQueuePriorities=prio)
+    dev = ffi.new("VkDevice*")
+    check(lib.vkCreateDevice(self.phys, new("VkDeviceCreateInfo", queueCreateInfoCount=1, pQueueCreateInfos=qinfo), NULL, dev), "vkCreateDevice")
+    self.dev, q = dev[0], ffi.new("VkQueue*")
+    lib.vkGetDeviceQueue(self.dev, fam, 0, q); self.queue = q[0]
+    pool = ffi.new("VkCommandPool*")
+    check(lib.vkCreateCommandPool(self.dev, new("VkCommandPoolCreateInfo", queueFamilyIndex=fam), NULL, pool), "vkCreateCommandPool")
+    cmd = ffi.new("VkCommandBuffer*")
+    check(lib.vkAllocateCommandBuffers(self.dev, new("VkCommandBufferAllocateInfo", commandPool=pool[0], level=0, commandBufferCount=1), cmd), "cmd")
+    self.cmd, self.fence, self.qpool = cmd[0], ffi.new("VkFence*"), ffi.new("VkQueryPool*")
+    check(lib.vkCreateFence(self.dev, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
+    qinfo = new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2)
+    check(lib.vkCreateQueryPool(self.dev, qinfo, NULL, self.qpool), "vkCreateQueryPool")
+    sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 64}])
+    dp = ffi.new("VkDescriptorPool*")
+    check(lib.vkCreateDescriptorPool(self.dev, new("VkDescriptorPoolCreateInfo", maxSets=32, poolSizeCount=1, pPoolSizes=sizes), NULL, dp), "dpool")
+    self.dpool = dp[0]
+    mp = ffi.new("VkPhysicalDeviceMemoryProperties*"); lib.vkGetPhysicalDeviceMemoryProperties(self.phys, mp)
+    want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    self.memtype = next(i for i in range(mp.memoryTypeCount) if mp.memoryTypes[i].propertyFlags & want == want)
+
+  def buffer(self, nbytes:int):
+    """A host-visible buffer and a numpy-free memoryview onto its mapping."""
+    buf, mem, req, p = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*"), ffi.new("VkMemoryRequirements*"), ffi.new("void**")
+    check(lib.vkCreateBuffer(self.dev, new("VkBufferCreateInfo", size=nbytes, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT), NULL, buf), "buf")
+    lib.vkGetBufferMemoryRequirements(self.dev, buf[0], req)
+    check(lib.vkAllocateMemory(self.dev, new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=self.memtype), NULL, mem), "mem")
+    check(lib.vkBindBufferMemory(self.dev, buf[0], mem[0], 0), "bind")
+    check(lib.vkMapMemory(self.dev, mem[0], 0, nbytes, 0, p), "map")
+    return buf[0], ffi.buffer(p[0], nbytes)
+
+  def kernel(self, src:str, bufs:list, pc_size:int=0, code:bytes|None=None):
+    """Pipeline, layout and one descriptor set binding `bufs` in order."""
+    binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(len(bufs))])
+    sl, pl, mod = ffi.new("VkDescriptorSetLayout*"), ffi.new("VkPipelineLayout*"), ffi.new("VkShaderModule*")
+    pipe, ds = ffi.new("VkPipeline*"), ffi.new("VkDescriptorSet*")
+    check(lib.vkCreateDescriptorSetLayout(self.dev, new("VkDescriptorSetLayoutCreateInfo", bindingCount=len(bufs), pBindings=binds), NULL, sl), "dsl")
+    rng = ffi.new("VkPushConstantRange*", {"stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": max(pc_size, 4)})
+    check(lib.vkCreatePipelineLayout(self.dev, new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sl,
+                                     pushConstantRangeCount=int(pc_size > 0), pPushConstantRanges=rng), NULL, pl), "layout")
+    code = code or spirv(src)
+    minfo = new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code))
+    check(lib.vkCreateShaderModule(self.dev, minfo, NULL, mod), "vkCreateShaderModule")
+    entry = ffi.new("char[]", b"main")
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": mod[0],
+             "pName": entry}
+    check(lib.vkCreateComputePipelines(self.dev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl[0]), NULL, pipe), "pipeline")
+    ainfo = new("VkDescriptorSetAllocateInfo", descriptorPool=self.dpool, descriptorSetCount=1, pSetLayouts=sl)
+    check(lib.vkAllocateDescriptorSets(self.dev, ainfo, ds), "vkAllocateDescriptorSets")
+    infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": 0, "range": 0xFFFFFFFFFFFFFFFF} for b in bufs])
+    lib.vkUpdateDescriptorSets(self.dev, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=len(bufs),
+                               descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
+    return pipe[0], pl[0], ds
+
+  def record(self, k, groups, n:int=1, pc=None) -> float:
+    """Record n dispatches of kernel k with a full compute->compute barrier between them; returns host seconds per dispatch."""
+    pipe, layout, ds = k
+    barrier = new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                  dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+    cs = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    check(lib.vkBeginCommandBuffer(self.cmd, new("VkCommandBufferBeginInfo")), "begin")
+    lib.vkCmdResetQueryPool(self.cmd, self.qpool[0], 0, 2)
+    lib.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.qpool[0], 0)
+    st = time.perf_counter()
+    for i in range(n):   # rebind per dispatch, as a framework launching independent kernels must
+      lib.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+      lib.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, ds, 0, NULL)
+      if pc is not None: lib.vkCmdPushConstants(self.cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, ffi.sizeof(pc), pc)
+      lib.vkCmdDispatch(self.cmd, *groups)
+      if i + 1 < n: lib.vkCmdPipelineBarrier(self.cmd, cs, cs, 0, 1, barrier, 0, NULL, 0, NULL)
+    rec = (time.perf_counter() - st) / n
+    lib.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.qpool[0], 1)
+    check(lib.vkEndCommandBuffer(self.cmd), "end")
+    return rec
+
+  def submit(self) -> tuple[float, float]:
+    """Submit the recorded command buffer and wait: (wall seconds, device seconds from the timestamps)."""
+    cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])
+    st = time.perf_counter()
+    check(lib.vkQueueSubmit(self.queue, 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds), self.fence[0]), "submit")
+    check(lib.vkWaitForFences(self.dev, 1, self.fence, 1, 0xFFFFFFFFFFFFFFFF), "wait")
+    wall = time.perf_counter() - st
+    lib.vkResetFences(self.dev, 1, self.fence)
+    ts = ffi.new("uint64_t[2]")
+    check(lib.vkGetQueryPoolResults(self.dev, self.qpool[0], 0, 2, 16, ts, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT), "queries")
+    return wall, (ts[1] - ts[0]) * self.ts_period * 1e-9
+
+def stat(vals:list[float], unit:str, **extra) -> dict:
+  return {"med": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals), "unit": unit, **extra}
+
+def run(quick:bool, out:dict):
+  """Fills `out` as it goes, so a failure keeps the figures taken before it."""
+  f, reps = Floor(), 3 if quick else 7
+  def timed(fn, reps=reps, warm=1):
+    for _ in range(warm): fn()
+    return [fn() for _ in range(reps)]
+  out["device"] = f.name
+  tiny, _ = f.buffer(64)
+  k = f.kernel(TRIVIAL, [tiny])
+  n = 300 if quick else 1000
+  rec = f.record(k, (1, 1, 1), n)
+  runs = timed(f.submit)
+  out["batched_dispatch"] = stat([w / n * 1e6 for w, _ in runs], "us", gpu_us=statistics.median(g / n * 1e6 for _, g in runs), record_us=rec * 1e6)
+  f.record(k, (1, 1, 1), 1)
+  out["submit_dispatch"] = stat([statistics.median(f.submit()[0] for _ in range(50)) * 1e6 for _ in range(reps)], "us")
+  # cold kernel: a constant no driver cache has seen; GLSL->SPIR-V alone, then pipeline creation + first submit and wait
+  glslang, cold = [], []
+  for _ in range(reps + 1):
+    src = TRIVIAL.replace("1.0", repr(random.uniform(1, 2)))
+    st = time.perf_counter(); code = spirv(src); glslang.append((time.perf_counter() - st) * 1e3)
+    st = time.perf_counter()
+    f.record(f.kernel("", [tiny], code=code), (1, 1, 1)); f.submit()
+    cold.append((time.perf_counter() - st) * 1e3)
+  out["cold_glslang"], out["cold_pipeline"] = stat(glslang[1:], "ms"), stat(cold[1:], "ms")
+  N = 16 << 20
+  (c, _), (a, am), (b, bm) = f.buffer(4 * N), f.buffer(4 * N), f.buffer(4 * N)
+  am[:] = bytes(4 * N); bm[:] = bytes(4 * N)   # touch the pages so the first run doesn't pay the faults
+  f.record(f.kernel(ADD4, [c, a, b]), (N // 4 // 256, 1, 1))
+  runs = timed(f.submit)
+  out["add_vec4"] = stat([3 * 4 * N / w / 1e9 for w, _ in runs], "GB/s", gpu=statistics.median(3 * 4 * N / g / 1e9 for _, g in runs))
+  G = 1024
+  (c, _), (a, _), (b, _) = f.buffer(4 * G * G), f.buffer(4 * G * G), f.buffer(4 * G * G)
+  f.record(f.kernel(GEMM, [c, a, b], 4), (G // 16, G // 16, 1), pc=ffi.new("uint32_t[1]", [G]))
+  runs = timed(f.submit, reps=1 if quick else 3, warm=0 if quick else 1)
+  out["gemm_naive_1024"] = stat([2 * G**3 / w / 1e9 for w, _ in runs], "GFLOP/s")
+
+if __name__ == "__main__":
+  res = {}
+  try: run("--quick" in sys.argv, res)
+  except Exception as e: res["error"] = f"{type(e).__name__}: {e}"
+  if "--out" in sys.argv:
+    with open(sys.argv[sys.argv.index("--out") + 1], "w") as fh: json.dump(res, fh)
+  else: print(json.dumps(res))
