@@ -15,6 +15,7 @@ USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_
 LOCAL, VISIBLE = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 COHERENT, CACHED = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
+CHUNK = 8 << 20   # staged copies above this are split and pipelined
 
 class VulkanBuffer:
   """A VkBuffer with its memory, or a view (offset, size) into one. `root` holds the Vulkan objects and the last batch using it."""
@@ -98,11 +99,15 @@ class VulkanAllocator(LRUAllocator):
     if dest.ptr is not None and q.idle(dest.root.last_use):
       ffi.memmove(ffi.cast("void*", dest.addr()), src, len(src))
       return
-    # staged: the source may be freed as soon as we return, so it is copied into the staging buffer now
-    st = self.get_staging(len(src))
-    ffi.memmove(ffi.cast("void*", st.addr()), src, len(src))
-    b = q.copy(st.view(len(src), 0), dest, len(src))
-    q.defer(b.seq, lambda: self.put_staging(st))
+    # staged: the source may be freed as soon as we return, so it is copied into staging buffers now. Big copies go in chunks,
+    # each submitted at once, so the device copies one chunk while the host fills the next.
+    for off in range(0, len(src), CHUNK):
+      n = min(CHUNK, len(src) - off)
+      st = self.get_staging(n)
+      ffi.memmove(ffi.cast("void*", st.addr()), src[off:off+n], n)
+      b = q.copy(st.view(n, 0), dest.view(n, off), n)
+      q.defer(b.seq, lambda st=st: self.put_staging(st))
+      if len(src) > CHUNK: q.flush()
 
   def _copyout(self, dest:memoryview, src:VulkanBuffer):
     dest = dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest
@@ -111,11 +116,17 @@ class VulkanAllocator(LRUAllocator):
       q.wait(src.root.last_use)
       ffi.memmove(dest, ffi.cast("void*", src.addr()), len(dest))
       return
-    st = self.get_staging(len(dest))
-    b = q.copy(src, st.view(len(dest), 0), len(dest))
-    q.wait(b.seq)
-    ffi.memmove(dest, ffi.cast("void*", st.addr()), len(dest))
-    self.put_staging(st)
+    # the device copies chunk k+1 into staging while the host copies chunk k out
+    chunks = []
+    for off in range(0, len(dest), CHUNK):
+      n = min(CHUNK, len(dest) - off)
+      st = self.get_staging(n)
+      chunks.append((off, n, st, q.copy(src.view(n, off), st.view(n, 0), n).seq))
+      if len(dest) > CHUNK: q.flush()
+    for off, n, st, seq in chunks:
+      q.wait(seq)
+      ffi.memmove(dest[off:off+n], ffi.cast("void*", st.addr()), n)
+      self.put_staging(st)
 
   def _transfer(self, dest:VulkanBuffer, src:VulkanBuffer, sz:int, src_dev, dest_dev):
     if src_dev is dest_dev:
