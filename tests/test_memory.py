@@ -21,6 +21,8 @@ b = Buffer("VULKAN", 5, dtypes.float32).allocate()
 for i in range(3):   # the same buffer rewritten while earlier copies are queued: every copy lands in order
   b.copy_from(Buffer("PYTHON", 5, dtypes.float32, initial_value=np.full(5, i, np.float32).tobytes()))
 assert np.frombuffer(b.as_memoryview(), np.float32).tolist() == [2.0] * 5
+big = np.random.default_rng(1).uniform(-2, 2, 5_000_003).astype(np.float32)   # > 2 staging chunks and a remainder, both ways
+np.testing.assert_array_equal((Tensor(big) + 1).numpy(), big + 1)
 print("ok")""", {"VULKAN_FORCE_STAGING": "1"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
