@@ -27,9 +27,11 @@ def unsupported(phys, caps) -> list[str]:
   return out
 
 def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
+  from tinygrad_vk.instance import DEVICE_TYPES
   caps, lim = phys.caps(), phys.limits
   api = f"{phys.api_version >> 22}.{(phys.api_version >> 12) & 0x3ff}.{phys.api_version & 0xfff}"
-  rows = [("device", f"VULKAN:{dev_idx} = {phys.name} (enumeration index {phys.index})"), ("driver", phys.driver), ("Vulkan API", api)]
+  rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
+          ("driver", phys.driver), ("Vulkan API", api)]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]
   rows += [(f"memory type {t.index}", f"heap {t.heap}: {mem_flags(t.flags)}") for t in phys.memory_types]
   rows += [("maxStorageBufferRange", size(caps.range)), ("maxPushConstantsSize", f"{caps.pc} B"),

@@ -46,8 +46,6 @@ def _stype(ctype:str) -> int|None:
     _stype_cache[ctype] = val
   return _stype_cache[ctype]
 
-def handle_out(ctype:str) -> Any: return ffi.new(ctype + "*")
-
 def enumerate_(fn, ctype:str, *args) -> list:
   """The two-call idiom: ask for the count, then fill an array."""
   cnt = ffi.new("uint32_t*")
