@@ -78,7 +78,7 @@ DTYPE_RULES: dict[str, tuple[str|None, str|None, str]] = {
   "long": ("i64", None, ""), "ulong": ("i64", None, ""),    # without shaderInt64 tinygrad splits them into int pairs
   "double": ("f64", None, "needs shaderFloat64"),
   "half": ("f16", "i16", "emulation stores it as ushort: needs shaderInt16 + storageBuffer16BitAccess"),
-  "bfloat16": (None, "i16", "emulation stores it as ushort: needs shaderInt16 + storageBuffer16BitAccess"),
+  "bfloat16": ("i16", None, "stored as 16-bit words and computed in float: needs shaderInt16 + storageBuffer16BitAccess"),
   "fp8e4m3": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
   "fp8e5m2": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
   "fp8e4m3fnuz": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
@@ -89,6 +89,6 @@ def dtype_support(name:str, caps:Caps) -> str:
   """'native', 'emulated' (tinygrad rewrites it into supported types) or 'refused'."""
   native, emul, _ = DTYPE_RULES[name]
   if name in ("long", "ulong"): return "native" if "i64" in caps else "emulated"
-  if name == "bfloat16" or name.startswith("fp8"): return "emulated" if emul in caps else "refused"
+  if name.startswith("fp8"): return "emulated" if emul in caps else "refused"
   if native is None or native in caps: return "native"
   return "emulated" if emul is not None and emul in caps else "refused"

@@ -6,13 +6,17 @@ Layout of a rendered kernel:
     a descriptor offset must be a multiple of minStorageBufferOffsetAlignment, so a view is bound at the aligned-down byte
     offset and the remainder, always < 256 bytes, is added to every index), then the scalar vars at `TinyELF.iter_sig`
     offsets, so the runtime packs them exactly as it packs C structs;
-  - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups.
+  - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups;
+  - a buffer view inside a kernel (BITCAST/SHRINK of a PARAM) reads an extra declaration aliasing the same binding;
+  - coalesced (float4) loads/stores are n scalar accesses packed into a GLSL vector (the _o offset rules out vector arrays);
+  - bfloat16 is stored as uint16_t, computed in float, and converted with round-to-nearest-even bit math.
 """
 from __future__ import annotations
-import math
-from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
+import math, struct
+from dataclasses import dataclass
+from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
-from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
+from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import TinyELF, CompileError
@@ -23,7 +27,13 @@ from tinygrad_vk.renderer.loops import fit_loop_budget
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
-         dtypes.float: "float", dtypes.double: "double"}
+         dtypes.float: "float", dtypes.double: "double",
+         # bfloat16 lives in 16-bit words: every ALU op on it runs in float (create_non_native_float_pats), conversions are bit math
+         dtypes.bfloat16: "uint16_t"}
+
+VEC = {dtypes.bool: "bvec", dtypes.char: "i8vec", dtypes.uchar: "u8vec", dtypes.short: "i16vec", dtypes.ushort: "u16vec", dtypes.int: "ivec",
+       dtypes.uint: "uvec", dtypes.long: "i64vec", dtypes.ulong: "u64vec", dtypes.half: "f16vec", dtypes.float: "vec", dtypes.double: "dvec",
+       dtypes.bfloat16: "u16vec"}
 
 def dtname(dt:DType) -> str: return repr(dt)[len("dtypes."):]
 
@@ -33,6 +43,7 @@ def lit(dt:DType, v) -> str:
   if dt == dtypes.double: return f"{float(v)!r}lf"
   if dt == dtypes.float: return f"{float(v)!r}"
   if dt == dtypes.half: return f"float16_t({float(v)!r})"
+  if dt == dtypes.bfloat16: return f"uint16_t({struct.unpack('I', struct.pack('f', float_to_bf16(float(v))))[0] >> 16}u)"
   v = truncate[dt](v)
   if dt == dtypes.int: return "(-2147483647-1)" if v == -2**31 else str(v)
   if dt == dtypes.uint: return f"{v}u"
@@ -47,6 +58,8 @@ _BITCAST = {(dtypes.float, dtypes.int): "floatBitsToInt", (dtypes.float, dtypes.
             (dtypes.double, dtypes.long): "doubleBitsToInt64", (dtypes.double, dtypes.ulong): "doubleBitsToUint64",
             (dtypes.long, dtypes.double): "int64BitsToDouble", (dtypes.ulong, dtypes.double): "uint64BitsToDouble"}
 def render_bitcast(to:DType, frm:DType, x:str) -> str:
+  to, frm = (dtypes.ushort if d == dtypes.bfloat16 else d for d in (to, frm))
+  if to == frm: return x
   if (fn := _BITCAST.get((frm, to))) is not None: return f"{fn}({x})"
   if to in dtypes.ints and frm in dtypes.ints: return f"{TYPES[to]}({x})"   # same width: GLSL integer conversions keep the bits
   raise CompileError(f"VULKAN: no GLSL bitcast from {frm} to {to}")
@@ -68,20 +81,88 @@ def _buf_slot(b:UOp) -> int|None:
   bu = b.buf_uop
   return bu.arg.slot if bu.op is Ops.PARAM and bu.addrspace == AddrSpace.GLOBAL else None
 
-def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
+def _int_idx(ctx:GLSLRenderer, idx:UOp) -> str:
   i = strip_parens(ctx[idx]) if idx.arg is Ops.ADD else ctx[idx]
-  if idx.dtype != dtypes.int: i = f"int({i})"
+  return i if idx.dtype == dtypes.int else f"int({i})"
+
+# Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))). GLSL has no pointer casts, so a view is read through an
+# aliased declaration of the same binding (Vulkan lets several variables share a binding). Every byte offset in the chain is a
+# multiple of the smallest element size w it involves, so the view is addressed in w-byte words: a view element of w bytes is
+# one word of an alias of the view's own type, a wider one is put together from (or split into) k words of a w-byte uint alias.
+UINT_OF_SIZE = {1: dtypes.uchar, 2: dtypes.ushort, 4: dtypes.uint, 8: dtypes.ulong}
+
+@dataclass(frozen=True)
+class ViewAccess:
+  name: str       # the (alias) array
+  word: str       # index of the first word
+  k: int          # words per view element
+  wdt: DType      # word dtype
+
+def _is_view(b:UOp) -> bool: return b.op in (Ops.BITCAST, Ops.SHRINK) and b.addrspace == AddrSpace.GLOBAL
+
+def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
+  terms: list[tuple[str, int]] = [(_int_idx(ctx, idx), b.dtype.itemsize)]   # (element offset, element size) summed into bytes
+  v = b
+  while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
+    if v.op is Ops.SHRINK: terms.append((_int_idx(ctx, v.src[1]), v.dtype.itemsize))
+    v = v.src[0]
+  if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"VULKAN: no GLSL for a buffer view of {v.op}")
+  if dtypes.bool in (b.dtype, v.dtype): raise CompileError("VULKAN: no GLSL for a bitcast view of a bool buffer")
+  terms.append((f"_o{v.arg.slot}", v.dtype.itemsize))
+  w = min(s for _, s in terms)
+  word = "+".join(t if s == w else f"({t})*{s//w}" for t, s in reversed(terms))
+  k, wdt = b.dtype.itemsize // w, (b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
+  name = ctx[v] if wdt == v.dtype else f"{ctx[v]}_{dtname(wdt)}"
+  if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[wdt] = name
+  return ViewAccess(name, word, k, wdt)
+
+def _elem(ctx:GLSLRenderer, b:UOp, i:str) -> str:
   return f"{ctx[b]}[{i}+_o{slot}]" if (slot := _buf_slot(b)) is not None else f"{ctx[b]}[{i}]"
 
+def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
+  if _is_view(b):
+    va = view_access(ctx, b, idx)
+    return f"{va.name}[{va.word}]"
+  # a lane of a vector value (a coalesced load or a STACK), not a buffer element
+  if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG): return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
+  return _elem(ctx, b, _int_idx(ctx, idx))
+
+# Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). A storage buffer of scalars cannot be read as a vector at an
+# element offset that is only known at run time (_o), so they become n scalar accesses, packed into / unpacked from a GLSL vector.
+def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
+  if sh.src[0].op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no GLSL for a vector access through {sh.src[0].op}")
+  i = _int_idx(ctx, sh.src[1])
+  return [_elem(ctx, sh.src[0], f"{i}+{j}" if j else i) for j in range(sh.max_numel())]
+
+def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
+  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]): return None
+  return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
+
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
+  if bidx.op is Ops.SHRINK: return f"{ctx.render_type(bidx)}({', '.join(_lanes(ctx, bidx))})"
+  if (va := _wide_view(ctx, bidx)) is not None:
+    dt = bidx.dtype
+    u = UINT_OF_SIZE[dt.itemsize]
+    bits = "|".join(f"({TYPES[u]}({va.name}[{va.word}+{j}])<<{8*va.wdt.itemsize*j})" if j else f"{TYPES[u]}({va.name}[{va.word}])"
+                    for j in range(va.k))
+    return render_bitcast(dt, u, f"({bits})")
   # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
   return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
 
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
+  if bidx.op is Ops.SHRINK:
+    return f"{{ {ctx.render_type(v)} _v = {ctx[v]};" + "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx))) + " }"
+  if (va := _wide_view(ctx, bidx)) is not None:
+    dt = v.dtype
+    u = UINT_OF_SIZE[dt.itemsize]
+    return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, ctx[v])};" + \
+      "".join(f" {va.name}[{va.word}+{j}] = {TYPES[va.wdt]}(_t>>{8*va.wdt.itemsize*j});" if j else f" {va.name}[{va.word}] = {TYPES[va.wdt]}(_t);"
+              for j in range(va.k)) + " }"
   val = f"uint8_t({ctx[v]}?1u:0u)" if v.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[v]
   return f"{ctx[bidx]} = {val};"
 
 glsl_rewrite = PatternMatcher([
+  (UPat.cvar("c").cast(dtypes.bfloat16, name="x"), lambda ctx,x,c: lit(x.dtype, c.val)),
   (UPat.cvar("c").cast(dtypes.floats, name="x"), lambda ctx,x,c: None if math.isfinite(c.val) else
     f"{TYPES[x.dtype]}({'' if c.val > 0 or math.isnan(c.val) else '-'}uintBitsToFloat({'0x7fc00000u' if math.isnan(c.val) else '0x7f800000u'}))"),
   (UPat.cvar("c").cast(name="x"), lambda ctx,x,c: lit(x.dtype, c.val) if x.dtype in TYPES else None),
@@ -89,6 +170,9 @@ glsl_rewrite = PatternMatcher([
    else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access)
+  # a vector access (LOAD/STORE of SHRINK) is rendered by the LOAD/STORE itself
+  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or _is_view(x) else None),
   (UPat(Ops.BUFFER, name="x"), lambda ctx,x:
    f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
   (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx"))), render_index),
@@ -118,7 +202,7 @@ nan_bits_matcher = PatternMatcher([
 ])
 
 class GLSLRenderer(CStyleLanguage):
-  supports_float4 = False
+  float4, float4_style = "float4", ("(", ")")   # STACK renders as vecN(a, b, ...): render_type gives vecN
   has_local, has_shared = True, True
   barrier = "barrier();"   # glslang emits OpControlBarrier with WorkgroupMemory semantics: enough for shared memory
   code_for_workitem = {"g": lambda x: f"int(gl_WorkGroupID.{'xyz'[int(x)]})", "l": lambda x: f"int(gl_LocalInvocationID.{'xyz'[int(x)]})"}
@@ -145,8 +229,19 @@ class GLSLRenderer(CStyleLanguage):
     self.caps = Caps.decode(target.arch)
     self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
-    self.extra_matcher = glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher
+    self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
+
+  def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
+    if dtype not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
+    if sz == 1: return TYPES[dtype]
+    if sz > 4: raise CompileError(f"VULKAN: GLSL has no vector of {sz} {dtname(dtype)}")
+    return f"{VEC[dtype]}{sz}"
+
+  def render(self, uops:list[UOp]) -> str:
+    self.aliases: dict[int, dict[DType, str]] = {}   # slot -> {word dtype: alias name} of the views this kernel reads or writes
+    return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
     return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) == "native"}
@@ -176,6 +271,8 @@ class GLSLRenderer(CStyleLanguage):
     for slot, name, u, mutable in gbufs:
       lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} "
                    f"{{ {'uint8_t' if u.dtype == dtypes.bool else TYPES[u.dtype]} {name}[]; }};")
+      for dt, alias in getattr(self, "aliases", {}).get(slot, {}).items():
+        lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot}_{dtname(dt)} {{ {TYPES[dt]} {alias}[]; }};")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
