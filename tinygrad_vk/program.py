@@ -62,6 +62,7 @@ class VulkanProgram:
     self.pipeline, self._entry = pipe[0], entry
     self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
     self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
+    self.dset = ffi.new("VkDescriptorSet[1]")
 
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -92,7 +93,9 @@ class VulkanProgram:
 
   def record(self, cmd, dset, pc:bytes, groups:tuple[int, int, int]):
     lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
-    if self.itemsize: lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, ffi.new("VkDescriptorSet*", dset), 0, NULL)
+    if self.itemsize:
+      self.dset[0] = dset
+      lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
     lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
     gx, gy, gz = groups
     if gx <= (mx := self.dev.caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)

@@ -43,6 +43,9 @@ class Batch:
                                 self.query_pool), "vkCreateQueryPool")
     self.desc_pools: list = []
     self.profile: list[tuple[int, str, bytes|None]] = []   # (first query, kernel name, profile key)
+    # reused for every descriptor set allocation: this is on the launch path
+    self.set_layout, self.set_out = ffi.new("VkDescriptorSetLayout[1]"), ffi.new("VkDescriptorSet[1]")
+    self.set_info = new("VkDescriptorSetAllocateInfo", descriptorSetCount=1, pSetLayouts=self.set_layout)
 
   def begin(self, seq:int):
     self.seq, self.ncmds, self.nqueries = seq, 0, 0
@@ -52,17 +55,16 @@ class Batch:
 
   def alloc_set(self, layout) -> object:
     """A descriptor set that lives until this batch retires."""
-    out = ffi.new("VkDescriptorSet*")
-    layouts = ffi.new("VkDescriptorSetLayout[1]", [layout])
+    self.set_layout[0] = layout
     if self.desc_pools:
-      res = lib.vkAllocateDescriptorSets(self.q.device, new("VkDescriptorSetAllocateInfo", descriptorPool=self.desc_pools[-1],
-                                         descriptorSetCount=1, pSetLayouts=layouts), out)
-      if res == 0: return out[0]
+      self.set_info.descriptorPool = self.desc_pools[-1]
+      res = lib.vkAllocateDescriptorSets(self.q.device, self.set_info, self.set_out)
+      if res == 0: return self.set_out[0]
       if res not in (vk.VK_ERROR_OUT_OF_POOL_MEMORY, vk.VK_ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
     self.desc_pools.append(self.q.get_desc_pool())
-    check(lib.vkAllocateDescriptorSets(self.q.device, new("VkDescriptorSetAllocateInfo", descriptorPool=self.desc_pools[-1],
-                                       descriptorSetCount=1, pSetLayouts=layouts), out), "vkAllocateDescriptorSets")
-    return out[0]
+    self.set_info.descriptorPool = self.desc_pools[-1]
+    check(lib.vkAllocateDescriptorSets(self.q.device, self.set_info, self.set_out), "vkAllocateDescriptorSets")
+    return self.set_out[0]
 
   def timestamp(self) -> int|None:
     """Record a timestamp after all earlier commands complete; None when the queue has no timestamps or the batch is full."""
