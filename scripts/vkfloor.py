@@ -7,6 +7,12 @@ import json, random, statistics, subprocess, sys, tempfile, time
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr   # cffi helpers only: tinygrad_vk.vk imports no tinygrad
 
 TRIVIAL = "layout(local_size_x=1) in; layout(std430, binding=0) buffer A { float a[]; }; void main() { a[0] += 1.0; }"
+# the kind of kernel the TinyJit launch benchmark chains: out = in*1.0001+1 over 16 floats, 4 invocations of 4, two bindings and a
+# push-constant word (tinygrad_vk's view offsets), ping-ponging between two buffers so that each dispatch depends on the last
+STEP = """layout(local_size_x=4) in; layout(push_constant) uniform PC { uint _off[1]; };
+layout(std430, binding=0) buffer O { float o[]; }; layout(std430, binding=1) readonly buffer I { float i[]; };
+void main() { int l = int(gl_LocalInvocationID.x);
+  for (int k = 0; k < 4; k++) o[4*l+k+int(_off[0] & 255u)] = i[4*l+k+int((_off[0] >> 8) & 255u)] * 1.0001 + 1.0; }"""
 ADD4 = """layout(local_size_x=256) in;
 layout(std430, binding=0) buffer C { vec4 c[]; }; layout(std430, binding=1) readonly buffer A { vec4 a[]; };
 layout(std430, binding=2) readonly buffer B { vec4 b[]; };
@@ -89,9 +95,9 @@ class Floor:
                                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
     return pipe[0], pl[0], ds
 
-  def record(self, k, groups, n:int=1, pc=None) -> float:
-    """Record n dispatches of kernel k with a full compute->compute barrier between them; returns host seconds per dispatch."""
-    pipe, layout, ds = k
+  def record(self, k, groups, n:int=1, pc=None, k2=None) -> float:
+    """Record n dispatches of kernel k (alternating with k2, when given) with a full compute->compute barrier between them;
+    returns host seconds per dispatch."""
     barrier = new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
                   dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
     cs = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -100,6 +106,7 @@ class Floor:
     lib.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self.qpool[0], 0)
     st = time.perf_counter()
     for i in range(n):   # rebind per dispatch, as a framework launching independent kernels must
+      pipe, layout, ds = k if k2 is None or i % 2 == 0 else k2
       lib.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
       lib.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, ds, 0, NULL)
       if pc is not None: lib.vkCmdPushConstants(self.cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, ffi.sizeof(pc), pc)
@@ -133,12 +140,12 @@ def run(quick:bool, out:dict):
     return [fn() for _ in range(reps)]
   out["device"] = f.name
   tiny, _ = f.buffer(64)
-  k = f.kernel(TRIVIAL, [tiny])
+  (x, _), (y, _), code = f.buffer(64), f.buffer(64), spirv(STEP)
   n = 300 if quick else 1000
-  rec = f.record(k, (1, 1, 1), n)
+  rec = f.record(f.kernel("", [y, x], 4, code), (1, 1, 1), n, pc=ffi.new("uint32_t[1]", [0]), k2=f.kernel("", [x, y], 4, code))
   runs = timed(f.submit)
   out["batched_dispatch"] = stat([w / n * 1e6 for w, _ in runs], "us", gpu_us=statistics.median(g / n * 1e6 for _, g in runs), record_us=rec * 1e6)
-  f.record(k, (1, 1, 1), 1)
+  f.record(f.kernel(TRIVIAL, [tiny]), (1, 1, 1), 1)
   out["submit_dispatch"] = stat([statistics.median(f.submit()[0] for _ in range(50)) * 1e6 for _ in range(reps)], "us")
   # cold kernel: a constant no driver cache has seen; GLSL->SPIR-V alone, then pipeline creation + first submit and wait
   glslang, cold = [], []

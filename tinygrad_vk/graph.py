@@ -56,7 +56,7 @@ class VulkanGraph(GraphRunner):
     # profiled replays reuse one set of queries: the previous replay's must be read first
     if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
     q = self.q
-    batch = q.prepare(self.reads, self.writes)
+    batch = q.prepare_opaque(self.roots)
     if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
     t0 = batch.timestamp() if wait else None
     lib.vkCmdExecuteCommands(batch.cmd, 1, ffi.new("VkCommandBuffer[1]", [self.cmd]))
@@ -79,7 +79,7 @@ class VulkanGraph(GraphRunner):
     inherit = new("VkCommandBufferInheritanceInfo")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=inherit,
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
-    hz, reads, writes, qp = Hazards(), {}, {}, self.query_pool
+    hz, roots, qp = Hazards(), {}, self.query_pool
     for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):
       rd, wr = prg.split(bufs)
       rr, wrr = [(id(x.root), x.offset, x.offset + x.size) for x in rd], [(id(x.root), x.offset, x.offset + x.size) for x in wr]
@@ -88,11 +88,9 @@ class VulkanGraph(GraphRunner):
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
-      reads.update((id(x), x) for x in rd)
-      writes.update((id(x), x) for x in wr)
+      roots.update((id(x.root), x.root) for x in bufs)
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
-    # what the replay touches, for the device queue's barriers and deferred frees
-    self.reads, self.writes = list(reads.values()), list(writes.values())
+    self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes
 
   def _collect(self):
     n, period = 2 * len(self.calls), decimal.Decimal(self.q.timestamp_period)

@@ -22,16 +22,17 @@ QUERIES = 256   # timestamp slots per batch: a batch is flushed when they run ou
 Range = tuple[int, int, int]   # (id of the root buffer, start byte, end byte)
 
 class Hazards:
-  """Byte ranges read and written since the last barrier, per root buffer."""
-  def __init__(self): self.reads: dict[int, list[tuple[int, int]]] = {}; self.writes: dict[int, list[tuple[int, int]]] = {}
+  """Byte ranges read and written since the last barrier, per root buffer; `everything` after an untracked command (a graph)."""
+  def __init__(self): self.reads: dict[int, list[tuple[int, int]]] = {}; self.writes: dict[int, list[tuple[int, int]]] = {}; self.everything = False
   @staticmethod
   def _hit(table, k, s, e) -> bool: return any(st < e and s < en for st, en in table.get(k, ()))
   def conflict(self, reads:list[Range], writes:list[Range]) -> bool:
-    return any(self._hit(self.writes, *r) for r in reads + writes) or any(self._hit(self.reads, *w) for w in writes)
+    return self.everything or any(self._hit(self.writes, *r) for r in reads + writes) or any(self._hit(self.reads, *w) for w in writes)
   def add(self, reads:list[Range], writes:list[Range]):
     for table, rs in ((self.reads, reads), (self.writes, writes)):
       for k, s, e in rs: table.setdefault(k, []).append((s, e))
-  def clear(self): self.reads.clear(); self.writes.clear()
+  def dirty(self) -> bool: return self.everything or bool(self.reads) or bool(self.writes)
+  def clear(self): self.reads.clear(); self.writes.clear(); self.everything = False
 
 class Batch:
   def __init__(self, q:CommandQueue):
@@ -132,6 +133,15 @@ class CommandQueue:
     self.hazards.add(rr, wr)
     for x in reads: x.root.last_use = b.seq
     for x in writes: x.root.last_use = b.seq
+    return b
+
+  def prepare_opaque(self, bufs:list) -> Batch:
+    """The open batch, for a command whose accesses are not tracked one by one (a graph replay, which orders its own kernels):
+    it is ordered after everything recorded since the last barrier, and everything after it is ordered after it."""
+    b = self.batch()
+    if self.hazards.dirty(): self.barrier(b.cmd)
+    self.hazards.everything = True
+    for x in bufs: x.root.last_use = b.seq
     return b
 
   def barrier(self, cmd, hazards:Hazards|None=None):
