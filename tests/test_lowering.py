@@ -107,3 +107,16 @@ def test_vector_loads_and_stores():
   assert any("vec4(" in s for s in kernel_sources(Tensor(a, device="VULKAN") @ Tensor(b, device="VULKAN")))
   mm = Tensor(a, device="VULKAN") @ Tensor(b, device="VULKAN")
   np.testing.assert_allclose(mm.numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+# ---- aligned float4 accesses read a vec4 declaration of the binding; a view whose offset breaks the alignment takes the
+# packed scalar path at launch. Before: every vector access was packed from scalar loads.
+
+def test_vector_alias_and_misaligned_views():
+  from tinygrad import Tensor
+  from util import kernel_sources
+  assert any("_v4[" in s for s in kernel_sources(Tensor.empty(4 * 257) + Tensor.empty(4 * 257))), "aligned float4 access should use a vec4 alias"
+  base = rng.uniform(-5, 5, 4 * 257 + 8).astype(np.float32)
+  t = Tensor(base, device="VULKAN").realize()
+  for start in range(5):   # element offsets 0..4 inside the buffer: the runtime remainder _o is 0, 1, 2, 3, then 0 again
+    a, b = t[start:start + 4 * 257], t[start + 3:start + 3 + 4 * 257]
+    np.testing.assert_array_equal((a + b * 2).numpy(), base[start:start + 4 * 257] + base[start + 3:start + 3 + 4 * 257] * 2)

@@ -113,7 +113,7 @@ def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
   word = "+".join(t if s == w else f"({t})*{s//w}" for t, s in reversed(terms))
   k, wdt = b.dtype.itemsize // w, (b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
   name = ctx[v] if wdt == v.dtype else f"{ctx[v]}_{dtname(wdt)}"
-  if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[wdt] = name
+  if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[TYPES[wdt]] = name
   return ViewAccess(name, word, k, wdt)
 
 def _elem(ctx:GLSLRenderer, b:UOp, i:str) -> str:
@@ -127,8 +127,26 @@ def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
   if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG): return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
   return _elem(ctx, b, _int_idx(ctx, idx))
 
-# Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). A storage buffer of scalars cannot be read as a vector at an
-# element offset that is only known at run time (_o), so they become n scalar accesses, packed into / unpacked from a GLSL vector.
+# Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). When tinygrad's index is a multiple of n, a global buffer is
+# read through a vecN declaration of the same binding, provided the view's element offset _o (known only at launch) is a multiple
+# of n too: a uniform branch. Otherwise, and for local/register buffers, they are n scalar accesses packed into a GLSL vector.
+def _multiple(u:UOp) -> int:
+  """A number u is always a multiple of (1 when unknown), read off the index expression after tinygrad's late rewrites."""
+  if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]   # literals are CAST(CONST) by now
+  if u.op is Ops.CONST: return abs(int(u.arg)) or 1 << 30
+  if u.op is Ops.ADD: return math.gcd(_multiple(u.src[0]), _multiple(u.src[1]))
+  if u.op is Ops.MUL: return _multiple(u.src[0]) * _multiple(u.src[1])
+  if u.op is Ops.SHL and (k := _multiple(u.src[1])) < 32 and u.src[1].op in (Ops.CONST, Ops.CAST): return _multiple(u.src[0]) << k
+  return 1
+
+def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
+  """(condition, vector element) for an aligned vector access of a global buffer, or None."""
+  b, n = sh.src[0], sh.max_numel()
+  if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
+  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps: return None
+  name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
+  return f"((_o{slot}&{n-1})==0)", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
+
 def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   if sh.src[0].op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no GLSL for a vector access through {sh.src[0].op}")
   i = _int_idx(ctx, sh.src[1])
@@ -139,7 +157,9 @@ def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
   return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
 
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
-  if bidx.op is Ops.SHRINK: return f"{ctx.render_type(bidx)}({', '.join(_lanes(ctx, bidx))})"
+  if bidx.op is Ops.SHRINK:
+    packed = f"{ctx.render_type(bidx)}({', '.join(_lanes(ctx, bidx))})"
+    return f"({cond}?{vec}:{packed})" if (va := _vector_alias(ctx, bidx)) is not None and (cond := va[0]) and (vec := va[1]) else packed
   if (va := _wide_view(ctx, bidx)) is not None:
     dt = bidx.dtype
     u = UINT_OF_SIZE[dt.itemsize]
@@ -151,7 +171,9 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
 
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
   if bidx.op is Ops.SHRINK:
-    return f"{{ {ctx.render_type(v)} _v = {ctx[v]};" + "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx))) + " }"
+    packed = "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx)))
+    if (va := _vector_alias(ctx, bidx)) is not None: packed = f" if {va[0]} {va[1]} = _v; else {{{packed} }}"
+    return f"{{ {ctx.render_type(v)} _v = {ctx[v]};{packed} }}"
   if (va := _wide_view(ctx, bidx)) is not None:
     dt = v.dtype
     u = UINT_OF_SIZE[dt.itemsize]
@@ -229,6 +251,7 @@ class GLSLRenderer(CStyleLanguage):
     self.caps = Caps.decode(target.arch)
     self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
+    self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
       create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
@@ -240,7 +263,7 @@ class GLSLRenderer(CStyleLanguage):
     return f"{VEC[dtype]}{sz}"
 
   def render(self, uops:list[UOp]) -> str:
-    self.aliases: dict[int, dict[DType, str]] = {}   # slot -> {word dtype: alias name} of the views this kernel reads or writes
+    self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
     return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
@@ -271,8 +294,8 @@ class GLSLRenderer(CStyleLanguage):
     for slot, name, u, mutable in gbufs:
       lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} "
                    f"{{ {'uint8_t' if u.dtype == dtypes.bool else TYPES[u.dtype]} {name}[]; }};")
-      for dt, alias in getattr(self, "aliases", {}).get(slot, {}).items():
-        lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot}_{dtname(dt)} {{ {TYPES[dt]} {alias}[]; }};")
+      for ty, alias in getattr(self, "aliases", {}).get(slot, {}).items():
+        lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer {alias}_B {{ {ty} {alias}[]; }};")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
