@@ -64,10 +64,7 @@ class VulkanGraph(GraphRunner):
     q.recorded(batch)
     if self.query_pool is not None: q.defer(batch.seq, self._collect)
     self.last_seq = batch.seq
-    if not wait: return None
-    q.wait(batch.seq)
-    if t1 is None: raise RuntimeError(f"VULKAN: {self.dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
-    return q.seconds(*batch.read_timestamps(t0, 2))
+    return q.timed_wait(batch, t0, t1) if wait else None
 
   def _record(self):
     # the previous replay may still read these sets and this command buffer

@@ -116,10 +116,7 @@ class VulkanProgram:
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     q.recorded(batch)
-    if not wait: return None
-    q.wait(batch.seq)
-    if t1 is None: raise RuntimeError(f"VULKAN: {self.dev.phys.name} has no timestamps on its compute queue: kernel times are unavailable")
-    return q.seconds(*batch.read_timestamps(t0, 2))
+    return q.timed_wait(batch, t0, t1) if wait else None
 
   def __del__(self):
     if getattr(self, "pipeline", None) is None or self.dev.closed: return

@@ -7,7 +7,7 @@ tracked ranges survive submission: a barrier also orders against earlier submiss
 dependent command of the next batch gets one.
 """
 from __future__ import annotations
-import collections, decimal
+import collections, decimal, time
 from typing import Callable
 from tinygrad.helpers import getenv, PROFILE, ProfileRangeEvent
 from tinygrad.device import Compiled
@@ -210,7 +210,13 @@ class CommandQueue:
       st, en = (decimal.Decimal(ts[q+i]) * decimal.Decimal(self.timestamp_period) / 1000 for i in (0, 1))
       Compiled.profile_events.append(ProfileRangeEvent(self.dev.device, name, st, en, key))
 
-  def seconds(self, t0:int, t1:int) -> float: return ((t1 - t0) & self.timestamp_mask) * self.timestamp_period * 1e-9
+  def timed_wait(self, b:Batch, t0:int|None, t1:int|None) -> float:
+    """Wait for batch b; the seconds between its timestamps t0 and t1, or the wall time of the wait where the queue has none."""
+    st = time.perf_counter()
+    self.wait(b.seq)
+    if t0 is None or t1 is None: return time.perf_counter() - st
+    ts = b.read_timestamps(t0, 2)
+    return ((ts[1] - ts[0]) & self.timestamp_mask) * self.timestamp_period * 1e-9
 
   @staticmethod
   def profiling() -> bool: return bool(PROFILE)
