@@ -39,3 +39,14 @@ a, b = np.random.default_rng(0).random((37, 29), dtype=np.float32), np.random.de
 np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5)
 print("ok")""", {"BEAM": "1", "IGNORE_BEAM_CACHE": "1"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+def test_wait_without_timestamps_returns_wall_time():
+  # some queues (MoltenVK on some Macs) have no timestamps: wait=True then times the fence wait instead of raising
+  from tinygrad import Device, dtypes
+  from tinygrad.device import Buffer
+  from test_errors import _program, SIMPLE
+  prg, buf, q = _program(SIMPLE), Buffer("VULKAN", 4, dtypes.float).allocate(), Device["VULKAN"].queue
+  bits, q.timestamp_bits = q.timestamp_bits, 0
+  try: t = prg(buf._buf, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  finally: q.timestamp_bits = bits
+  assert isinstance(t, float) and t > 0
