@@ -27,6 +27,8 @@ DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16"
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
 MAX_GROUPS_X = 2**31 - 1
+# a view's element offset inside its binding is a multiple of this for the aligned pipeline: float4 accesses read vec4 directly
+VEC_ALIGN = 4
 
 @dataclass(frozen=True)
 class Caps:

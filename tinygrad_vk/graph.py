@@ -42,7 +42,7 @@ class VulkanGraph(GraphRunner):
       check(lib.vkCreateQueryPool(vkdev, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * nsets), NULL, qp),
             "vkCreateQueryPool")
       self.query_pool = qp[0]
-    self.pcs: list[bytes] = [b""] * len(self.calls)
+    self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
@@ -83,7 +83,7 @@ class VulkanGraph(GraphRunner):
       if hz.conflict(rr, wrr): self.q.barrier(cmd, hz)
       hz.add(rr, wrr)
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
-      prg.record(cmd, dset, pc, prg.check_launch(dims, None))
+      prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
       roots.update((id(x.root), x.root) for x in bufs)
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")

@@ -4,7 +4,7 @@ import struct
 from tinygrad.device import TinyELF
 from tinygrad.helpers import ceildiv, round_up, prod
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.caps import MAX_GROUPS_X
+from tinygrad_vk.caps import MAX_GROUPS_X, VEC_ALIGN
 
 # SPIR-V opcodes and enums read by spirv_info
 OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
@@ -53,16 +53,25 @@ class VulkanProgram:
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod), "vkCreateShaderModule")
     self.module = mod[0]
-    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
-             "pName": (entry := ffi.new("char[]", b"main"))}
-    pipe = ffi.new("VkPipeline*")
-    check(lib.vkCreateComputePipelines(dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
-                                       flags=PIPELINE_CREATE_DISPATCH_BASE),
-                                       NULL, pipe), f"vkCreateComputePipelines ({self.name})")
-    self.pipeline, self._entry = pipe[0], entry
+    # a pipeline per alignment of the buffers' view offsets (specialization constant id = slot, see renderer/glsl.py); the aligned
+    # one is built here, the others when a misaligned view first shows up
+    self.aligned = (VEC_ALIGN,) * len(bufs)
+    self.pipelines = {self.aligned: self._pipeline(self.aligned)}
     self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
     self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
     self.dset = ffi.new("VkDescriptorSet[1]")
+
+  def _pipeline(self, align:tuple[int, ...]):
+    n, entry = len(align), ffi.new("char[]", b"main")
+    entries = ffi.new("VkSpecializationMapEntry[]", [{"constantID": i, "offset": 4 * i, "size": 4} for i in range(n)])
+    data = ffi.new("int32_t[]", list(align) or [0])
+    spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": n, "pMapEntries": entries, "dataSize": 4 * n, "pData": data})
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
+             "pName": entry, "pSpecializationInfo": spec}
+    pipe = ffi.new("VkPipeline*")
+    check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
+                                       flags=PIPELINE_CREATE_DISPATCH_BASE), NULL, pipe), f"vkCreateComputePipelines ({self.name})")
+    return pipe[0]
 
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -74,9 +83,10 @@ class VulkanProgram:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
 
-  def bind(self, dset, bufs, vals) -> bytes:
-    """Point the descriptor set at the buffers (views bound at the aligned-down offset) and pack the push constants."""
-    caps, infos, pc = self.dev.caps, self.infos, bytearray(self.pc_size)
+  def bind(self, dset, bufs, vals) -> tuple[bytes, object]:
+    """Point the descriptor set at the buffers (views bound at the aligned-down offset), pack the push constants, and pick the
+    pipeline specialized for how aligned the views' element offsets are."""
+    caps, infos, pc, align = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned
     for i, (b, isz) in enumerate(zip(bufs, self.itemsize)):
       rem = b.offset % caps.align
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
@@ -84,15 +94,17 @@ class VulkanProgram:
       if (rng := rem + b.size) > caps.range:
         raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
       infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
-      pc[i] = rem // isz
+      if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]
+      pc[i] = o
     for (off, fmt), v in zip(self.vals, vals): struct.pack_into(fmt, pc, off, v)
     if bufs:
       self.write.dstSet = dset
       lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.write, 0, NULL)
-    return bytes(pc)
+    if (pipe := self.pipelines.get(align)) is None: pipe = self.pipelines[align] = self._pipeline(align)
+    return bytes(pc), pipe
 
-  def record(self, cmd, dset, pc:bytes, groups:tuple[int, int, int]):
-    lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
+  def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int]):
+    lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
     if self.itemsize:
       self.dset[0] = dset
       lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
@@ -110,16 +122,17 @@ class VulkanProgram:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     batch = q.prepare(*self.split(bufs))
     dset = batch.alloc_set(self.set_layout) if bufs else None
-    pc = self.bind(dset, bufs, vals)
+    pc, pipeline = self.bind(dset, bufs, vals)
     t0 = batch.timestamp() if wait or q.profiling() else None
-    self.record(batch.cmd, dset, pc, groups)
+    self.record(batch.cmd, dset, pc, pipeline, groups)
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     q.recorded(batch)
     return q.timed_wait(batch, t0, t1) if wait else None
 
   def __del__(self):
-    if getattr(self, "pipeline", None) is None or self.dev.closed: return
-    # a queued dispatch may still use the pipeline: destroy it after everything recorded so far
-    dev, pipeline, module = self.dev, self.pipeline, self.module
-    dev.queue.defer(dev.queue.next_seq - 1, lambda: (lib.vkDestroyPipeline(dev.vkdev, pipeline, NULL), lib.vkDestroyShaderModule(dev.vkdev, module, NULL)))
+    if not getattr(self, "pipelines", None) or self.dev.closed: return
+    # a queued dispatch may still use the pipelines: destroy them after everything recorded so far
+    dev, pipes, module = self.dev, list(self.pipelines.values()), self.module
+    dev.queue.defer(dev.queue.next_seq - 1, lambda: ([lib.vkDestroyPipeline(dev.vkdev, p, NULL) for p in pipes],
+                                                      lib.vkDestroyShaderModule(dev.vkdev, module, NULL)))

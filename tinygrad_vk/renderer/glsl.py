@@ -21,7 +21,7 @@ from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import TinyELF, CompileError
 from tinygrad.helpers import strip_parens, ceildiv
-from tinygrad_vk.caps import Caps, dtype_support, MAX_GROUPS_X
+from tinygrad_vk.caps import Caps, dtype_support, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
 
@@ -129,7 +129,8 @@ def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
 
 # Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). When tinygrad's index is a multiple of n, a global buffer is
 # read through a vecN declaration of the same binding, provided the view's element offset _o (known only at launch) is a multiple
-# of n too: a uniform branch. Otherwise, and for local/register buffers, they are n scalar accesses packed into a GLSL vector.
+# of n too. That is the specialization constant _a<slot> (the alignment of _o: 4, 2 or 1; constant_id = slot), so the driver folds
+# the test when it builds the pipeline. Otherwise, and for local/register buffers, they are n scalar accesses packed into a vector.
 def _multiple(u:UOp) -> int:
   """A number u is always a multiple of (1 when unknown), read off the index expression after tinygrad's late rewrites."""
   if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]   # literals are CAST(CONST) by now
@@ -145,7 +146,7 @@ def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
   if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
   if _multiple(sh.src[1]) % n or "vec" not in ctx.caps: return None
   name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
-  return f"((_o{slot}&{n-1})==0)", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
+  return f"(_a{slot}>={n})", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
 
 def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   if sh.src[0].op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no GLSL for a vector access through {sh.src[0].op}")
@@ -297,6 +298,7 @@ class GLSLRenderer(CStyleLanguage):
       for ty, alias in getattr(self, "aliases", {}).get(slot, {}).items():
         lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer {alias}_B {{ {ty} {alias}[]; }};")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
+    lines += [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if getattr(self, "aliases", {}).get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
 
