@@ -19,6 +19,7 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
         ("launch_eager", "launch eager realize()", "us"), ("launch_eager_sync", "launch eager realize()+sync", "us"),
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
+        ("launch_jit_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("compile_schedule", "cold: schedule", "ms"), ("compile_codegen", "cold: tinygrad codegen", "ms"),
         ("compile_compiler", "cold: compiler (GLSL->SPIR-V)", "ms"), ("compile_pipeline", "cold: pipeline + 1st dispatch", "ms"),
         ("copy_h2d", "copy 64 MiB host->device", "GB/s"), ("copy_d2h", "copy 64 MiB device->host", "GB/s"),
@@ -249,7 +250,9 @@ def main():
   results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN"}, limit)}
   # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
-           ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60)]
+           ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
+           # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
+           ({"LP_NUM_THREADS": "0"}, "launch_jit", {"launch_jit": "launch_jit_inline"}, 60)]
   if args.beam: extra.append(({}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
   for env, task, rows, timeout in extra:
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
@@ -259,6 +262,8 @@ def main():
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
   results["floor"] = {row: floor.get(k, {"error": floor.get("error", "missing")}) for row, k in FLOOR_ROWS.items()}
+  floor_inline = run_sub([os.path.join(HERE, "vkfloor.py"), "--dispatch-only"] + q, {"LP_NUM_THREADS": "0"}, 120)
+  results["floor"]["launch_jit_inline"] = floor_inline.get("batched_dispatch", {"error": floor_inline.get("error", "missing")})
 
   vk = results["VULKAN"].get("info", {})
   print(f"machine: {info['cpu']}, {info['cores']} cores | python {info['python']}, tinygrad {info['tinygrad']}, numpy {info['numpy']} "
@@ -290,6 +295,7 @@ def main():
   ratios = {
     "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
     "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
+    "TinyJit per-kernel / raw batched floor, LP_NUM_THREADS=0": ratio(V.get("launch_jit_inline"), F.get("launch_jit_inline")),
     "eager launch+sync VULKAN / 1 dispatch per submit floor": ratio(V.get("launch_eager_sync"), F.get("launch_eager_sync")),
     "eager launch VULKAN / CPU": ratio(V.get("launch_eager"), C.get("launch_eager")),
     "add 16M VULKAN / vec4 add floor": ratio(V.get("add16M"), F.get("add16M")),
@@ -307,7 +313,7 @@ def main():
   elapsed = time.perf_counter() - t_start
   with open(args.json, "w") as f:
     json.dump({"machine": info, "vulkan": vk, "mode": "quick" if args.quick else "full", "elapsed_s": round(elapsed, 1),
-               "results": results, "floor_raw": floor, "ratios": ratios}, f, indent=1)
+               "results": results, "floor_raw": floor, "floor_inline_raw": floor_inline, "ratios": ratios}, f, indent=1)
   print(f"\nwrote {args.json} ({elapsed:.0f}s)")
 
 if __name__ == "__main__": main()

@@ -145,6 +145,7 @@ def run(quick:bool, out:dict):
   rec = f.record(f.kernel("", [y, x], 4, code), (1, 1, 1), n, pc=ffi.new("uint32_t[1]", [0]), k2=f.kernel("", [x, y], 4, code))
   runs = timed(f.submit)
   out["batched_dispatch"] = stat([w / n * 1e6 for w, _ in runs], "us", gpu_us=statistics.median(g / n * 1e6 for _, g in runs), record_us=rec * 1e6)
+  if "--dispatch-only" in sys.argv: return
   f.record(f.kernel(TRIVIAL, [tiny]), (1, 1, 1), 1)
   out["submit_dispatch"] = stat([statistics.median(f.submit()[0] for _ in range(50)) * 1e6 for _ in range(reps)], "us")
   # cold kernel: a constant no driver cache has seen; GLSL->SPIR-V alone, then pipeline creation + first submit and wait

@@ -44,22 +44,25 @@ class VulkanGraph(GraphRunner):
       self.query_pool = qp[0]
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
+    self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
+    self.cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
-    for j, repl in enumerate(self.uop_replace):
-      for pos, slot in repl:
-        if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
-    for j, i, v in self.updated_vars(var_vals):
-      if self.vals[j][i] != v: self.vals[j][i] = v; self.dirty.add(j)
-    for j, gl, _ in self.updated_launch_dims(var_vals):
-      if tuple(self.dims[j]) != tuple(gl): self.dims[j] = gl; self.dirty.add(j)
+    for j, pos, slot in self.replaced:
+      if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
+    if self.vars:
+      for j, i, v in self.updated_vars(var_vals):
+        if self.vals[j][i] != v: self.vals[j][i] = v; self.dirty.add(j)
+    if self.launch_dims_replace:
+      for j, gl, _ in self.updated_launch_dims(var_vals):
+        if tuple(self.dims[j]) != tuple(gl): self.dims[j] = gl; self.dirty.add(j)
     # profiled replays reuse one set of queries: the previous replay's must be read first
     if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
     q = self.q
     batch = q.prepare_opaque(self.roots)
     if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
     t0 = batch.timestamp() if wait else None
-    lib.vkCmdExecuteCommands(batch.cmd, 1, ffi.new("VkCommandBuffer[1]", [self.cmd]))
+    lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
     t1 = batch.timestamp() if t0 is not None else None
     q.recorded(batch)
     if self.query_pool is not None: q.defer(batch.seq, self._collect)
