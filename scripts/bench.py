@@ -17,7 +17,8 @@ N16M, MiB64 = 16 << 20, 64 << 20
 ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
         ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
-        ("launch_eager", "launch eager realize()", "us"), ("launch_eager_sync", "launch eager realize()+sync", "us"),
+        ("launch_eager", "launch eager realize()", "us"), ("launch_eager_inline", "  same, LP_NUM_THREADS=0", "us"),
+        ("launch_eager_sync", "launch eager realize()+sync", "us"),
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
         ("launch_jit_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("compile_schedule", "cold: schedule", "ms"), ("compile_codegen", "cold: tinygrad codegen", "ms"),
@@ -252,7 +253,7 @@ def main():
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
            # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
-           ({"LP_NUM_THREADS": "0"}, "launch_jit", {"launch_jit": "launch_jit_inline"}, 60)]
+           ({"LP_NUM_THREADS": "0"}, "launch_jit,launch_eager", {"launch_jit": "launch_jit_inline", "launch_eager": "launch_eager_inline"}, 90)]
   if args.beam: extra.append(({}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
   for env, task, rows, timeout in extra:
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
@@ -298,6 +299,7 @@ def main():
     "TinyJit per-kernel / raw batched floor, LP_NUM_THREADS=0": ratio(V.get("launch_jit_inline"), F.get("launch_jit_inline")),
     "eager launch+sync VULKAN / 1 dispatch per submit floor": ratio(V.get("launch_eager_sync"), F.get("launch_eager_sync")),
     "eager launch VULKAN / CPU": ratio(V.get("launch_eager"), C.get("launch_eager")),
+    "eager launch VULKAN / CPU, LP_NUM_THREADS=0": ratio(V.get("launch_eager_inline"), C.get("launch_eager")),
     "add 16M VULKAN / vec4 add floor": ratio(V.get("add16M"), F.get("add16M")),
     "GEMM 1024 VULKAN / naive GEMM floor": ratio(V.get("gemm1024"), F.get("gemm1024")),
     "copy H->D VULKAN / memcpy": ratio(V.get("copy_h2d"), N.get("memcpy")),
