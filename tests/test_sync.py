@@ -24,8 +24,9 @@ def test_removing_a_needed_barrier_is_caught():
 def test_kernels_are_batched_and_barriers_only_where_needed():
   q = Device["VULKAN"].queue
   a, b = Tensor(data(4099)).realize(), Tensor(data(4099)).realize()
-  x, y = (a * 2).contiguous(), (b * 3).contiguous()     # independent: no barrier between them
-  z = (x + y).contiguous()                              # reads both: one barrier
+  def kernels(): return (x := (a * 2).contiguous()), (y := (b * 3).contiguous()), (x + y).contiguous()
+  Tensor.realize(*kernels())   # build the programs first: a new pipeline's warm-up dispatch is ordered like a write
+  x, y, z = kernels()          # x, y independent: no barrier between them; z reads both: one barrier
   Device["VULKAN"].synchronize()
   q.barrier(q.batch().cmd)   # start from a clean slate: earlier tests' accesses to buffers the allocator hands out again are ordered
   submitted, calls = q.next_seq, []

@@ -1,6 +1,6 @@
 """VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
 from __future__ import annotations
-import decimal, sys, time
+import decimal, functools, sys, time
 from tinygrad.device import Compiled, ProfileDeviceEvent
 from tinygrad.helpers import getenv, PROFILE
 from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
@@ -68,6 +68,12 @@ class VulkanDevice(Compiled):
     return self._layouts[key]
 
   def synchronize(self): self.queue.synchronize()
+
+  @functools.cached_property
+  def _scratch(self): return self.allocator.create(256, self.allocator.picker.mapped + self.allocator.picker.local, mapped=False)
+  def scratch(self):
+    """A small buffer that descriptors can point at when nothing reads them (see VulkanProgram._warm)."""
+    return self._scratch
 
   def clock_offset(self) -> decimal.Decimal:
     """CPU microseconds minus device microseconds at one instant."""

@@ -53,13 +53,13 @@ class VulkanProgram:
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod), "vkCreateShaderModule")
     self.module = mod[0]
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
+    self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
+    self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' view offsets (specialization constant id = slot, see renderer/glsl.py); the aligned
     # one is built here, the others when a misaligned view first shows up
     self.aligned = (VEC_ALIGN,) * len(bufs)
     self.pipelines = {self.aligned: self._pipeline(self.aligned)}
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
-    self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
-    self.dset = ffi.new("VkDescriptorSet[1]")
 
   def _pipeline(self, align:tuple[int, ...]):
     n, entry = len(align), ffi.new("char[]", b"main")
@@ -71,7 +71,22 @@ class VulkanProgram:
     pipe = ffi.new("VkPipeline*")
     check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
                                        flags=PIPELINE_CREATE_DISPATCH_BASE), NULL, pipe), f"vkCreateComputePipelines ({self.name})")
+    self._warm(pipe[0])
     return pipe[0]
+
+  def _warm(self, pipeline):
+    """Record an empty dispatch of a new pipeline: drivers that compile at the first dispatch (lavapipe) then do it before the
+    first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches."""
+    q, scratch = self.dev.queue, self.dev.scratch()
+    # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
+    b = q.prepare([], [scratch])
+    dset = b.alloc_set(self.set_layout) if self.itemsize else None
+    if dset is not None:
+      for i in range(len(self.itemsize)): self.infos[i].buffer, self.infos[i].offset, self.infos[i].range = scratch.handle, 0, scratch.size
+      self.write.dstSet = dset
+      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.write, 0, NULL)
+    self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
+    q.recorded(b)
 
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -108,8 +123,8 @@ class VulkanProgram:
     if self.itemsize:
       self.dset[0] = dset
       lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
-    lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
     gx, gy, gz = groups
+    if self.pc_size: lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
     if gx <= (mx := self.dev.caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)
     else:  # more workgroups than one dispatch allows along x: split it, the base offset keeps gl_WorkGroupID.x global
       for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, base, 0, 0, min(mx, gx - base), gy, gz)
