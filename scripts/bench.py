@@ -254,7 +254,8 @@ def main():
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
            # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
            ({"LP_NUM_THREADS": "0"}, "launch_jit,launch_eager", {"launch_jit": "launch_jit_inline", "launch_eager": "launch_eager_inline"}, 90)]
-  if args.beam: extra.append(({}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
+  # PARALLEL=0: on a CPU driver, compile workers running beside a timed candidate distort BEAM's ranking
+  if args.beam: extra.append(({"PARALLEL": "0"}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
   for env, task, rows, timeout in extra:
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
