@@ -20,7 +20,7 @@ def unsupported(phys, caps) -> list[str]:
                               "innermost loops are unrolled, kernels that still exceed it are refused")
   out += [f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused",
           f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
-          "vector (float4) accesses are packed from scalar loads and stores (a view's offset is only known at launch)", "no tensor cores / cooperative matrices",
+          "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
   if not caps.flags & {"nan32"}: out.append("NaN/Inf/signed zero not guaranteed by the driver: isnan uses a bit test")
