@@ -19,8 +19,8 @@ np.testing.assert_array_equal((t * 2 + 1).numpy(), a * 2 + 1)
 np.testing.assert_array_equal(t[7:1000].numpy(), a[7:1000])
 b = Buffer("VULKAN", 5, dtypes.float32).allocate()
 for i in range(3):   # the same buffer rewritten while earlier copies are queued: every copy lands in order
-  b.copy_from(Buffer("PYTHON", 5, dtypes.float32, initial_value=np.full(5, i, np.float32).tobytes()))
-assert np.frombuffer(b.as_memoryview(), np.float32).tolist() == [2.0] * 5
+  b.copy_from(Buffer("PYTHON", 5, dtypes.float32, initial_value=(np.arange(5, dtype=np.float32) + 10 * i).tobytes()))
+assert np.frombuffer(b.as_memoryview(), np.float32).tolist() == [20.0, 21.0, 22.0, 23.0, 24.0]
 big = np.random.default_rng(1).uniform(-2, 2, 5_000_003).astype(np.float32)   # > 2 staging chunks and a remainder, both ways
 np.testing.assert_array_equal((Tensor(big) + 1).numpy(), big + 1)
 print("ok")""", {"VULKAN_FORCE_STAGING": "1"})
@@ -67,10 +67,11 @@ def test_same_device_copy_is_queue_ordered():
 def test_buffer_reuse_after_free():
   # the LRU hands a freed buffer straight back: a host copy into it must not overtake queued work that still reads it
   for i in range(20):
-    x = Tensor(np.full(1000, i, np.float32))
+    src = data(1000) + i
+    x = Tensor(src)
     y = (x * 2).realize()
     del x
-    np.testing.assert_array_equal(y.numpy(), np.full(1000, 2 * i, np.float32))
+    np.testing.assert_array_equal(y.numpy(), src * 2)
 
 def test_allocation_over_device_limit_is_memory_error():
   limit = Device["VULKAN"].phys.max_buffer
