@@ -1,5 +1,4 @@
 """Bad input gets a clear error, raised before any work is queued."""
-import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import Buffer, CompileError, TinyELF

@@ -1,6 +1,6 @@
 """TinyJit graphs: recorded once, replayed with one vkCmdExecuteCommands, re-recorded only when inputs or values change."""
 import numpy as np
-from tinygrad import Tensor, TinyJit, Variable, Device
+from tinygrad import Tensor, TinyJit, Variable
 from tinygrad_vk.graph import VulkanGraph
 from util import data
 

@@ -1,7 +1,7 @@
 """llvmpipe exits every loop of a shader invocation after 65535 back-edges in total; long loops must still be right."""
 import numpy as np
 import pytest
-from tinygrad import Tensor, Device
+from tinygrad import Tensor
 from tinygrad.device import CompileError
 from tinygrad_vk.renderer.loops import fit_loop_budget
 from util import data

@@ -1,6 +1,5 @@
 """tinygrad's own test/test_tiny.py (shipped in the tinygrad 0.14.0 sdist) on DEV=VULKAN. Fetched at test time, never committed."""
 import glob, os, subprocess, sys, tarfile
-import pytest
 from util import ROOT
 
 CACHE = os.path.join(ROOT, ".upstream")

@@ -1,7 +1,7 @@
 """Shared test helpers."""
 import os, subprocess, sys
 import numpy as np
-from tinygrad import Tensor, Device, dtypes
+from tinygrad import Tensor, Device
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
 

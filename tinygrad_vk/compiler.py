@@ -31,15 +31,20 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
 OP_CAPABILITY, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_TYPE_FLOAT = 17, 15, 16, 22
 CAP_NAN_PRESERVE, MODE_NAN_PRESERVE = 4466, 4461
 
-def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
-  """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
-  GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch."""
+def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:
+  """The module's words, and (word position, opcode, words) of every instruction after the 5-word header."""
   words = list(struct.unpack(f"<{len(spv)//4}I", spv))
   insts, i = [], 5
   while i < len(words):
     n = words[i] >> 16
     insts.append((i, words[i] & 0xffff, words[i:i+n]))
     i += n
+  return words, insts
+
+def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
+  """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
+  GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch."""
+  words, insts = spirv_instructions(spv)
   used = {w[2] for _, op, w in insts if op == OP_TYPE_FLOAT} & set(widths)
   entry = next((w for _, op, w in insts if op == OP_ENTRY_POINT), None)
   if not used or entry is None: return spv

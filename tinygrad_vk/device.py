@@ -70,10 +70,9 @@ class VulkanDevice(Compiled):
   def synchronize(self): self.queue.synchronize()
 
   @functools.cached_property
-  def _scratch(self): return self.allocator.create(256, self.allocator.picker.mapped + self.allocator.picker.local, mapped=False)
   def scratch(self):
     """A small buffer that descriptors can point at when nothing reads them (see VulkanProgram._warm)."""
-    return self._scratch
+    return self.allocator.create(256, self.allocator.picker.mapped + self.allocator.picker.local, mapped=False)
 
   def clock_offset(self) -> decimal.Decimal:
     """CPU microseconds minus device microseconds at one instant."""

@@ -13,7 +13,7 @@ from tinygrad.helpers import PROFILE
 from tinygrad.engine.jit import GraphRunner
 from tinygrad.uop.ops import UOp
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.queue import Hazards
+from tinygrad_vk.queue import Hazards, byte_range
 
 class VulkanGraph(GraphRunner):
   def __init__(self, linear, input_uops=()):
@@ -82,7 +82,7 @@ class VulkanGraph(GraphRunner):
     hz, roots, qp = Hazards(), {}, self.query_pool
     for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):
       rd, wr = prg.split(bufs)
-      rr, wrr = [(id(x.root), x.offset, x.offset + x.size) for x in rd], [(id(x.root), x.offset, x.offset + x.size) for x in wr]
+      rr, wrr = [byte_range(x) for x in rd], [byte_range(x) for x in wr]
       if hz.conflict(rr, wrr): self.q.barrier(cmd, hz)
       hz.add(rr, wrr)
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)

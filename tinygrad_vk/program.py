@@ -5,6 +5,7 @@ from tinygrad.device import TinyELF
 from tinygrad.helpers import ceildiv, round_up, prod
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.compiler import spirv_instructions
 
 # SPIR-V opcodes and enums read by spirv_info
 OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
@@ -13,18 +14,13 @@ PIPELINE_CREATE_DISPATCH_BASE = 0x10   # VK_PIPELINE_CREATE_DISPATCH_BASE_BIT (t
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
   """The baked local size and the bindings the shader never writes (they need no write hazard)."""
-  words = struct.unpack(f"<{len(spv)//4}I", spv)
   local, binding, readonly_types, ptr_to, var_type = (1, 1, 1), {}, set(), {}, {}
-  i = 5
-  while i < len(words):
-    n, op = words[i] >> 16, words[i] & 0xffff
-    w = words[i:i+n]
+  for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
-    elif op in (OP_DECORATE, OP_MEMBER_DECORATE) and w[-1] == DEC_NON_WRITABLE and (op == OP_MEMBER_DECORATE or n == 3): readonly_types.add(w[1])
+    elif op in (OP_DECORATE, OP_MEMBER_DECORATE) and w[-1] == DEC_NON_WRITABLE and (op == OP_MEMBER_DECORATE or len(w) == 3): readonly_types.add(w[1])
     elif op == OP_TYPE_POINTER: ptr_to[w[1]] = w[3]
     elif op == OP_VARIABLE: var_type[w[2]] = w[1]
-    i += n
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
   return local, ro
 
@@ -34,8 +30,7 @@ class VulkanProgram:
   def __init__(self, dev, obj:TinyELF):
     self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
     bufs = [s for s in obj.signature if s[0] is None]
-    self.slots = [s[1] for s in bufs]
-    if self.slots != list(range(len(self.slots))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {self.slots}")
+    if (slots := [s[1] for s in bufs]) != list(range(len(bufs))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {slots}")
     self.itemsize = [s[2].itemsize for s in bufs]
     nwords = ceildiv(len(bufs), 4)
     self.vals = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
@@ -77,7 +72,7 @@ class VulkanProgram:
   def _warm(self, pipeline):
     """Record an empty dispatch of a new pipeline: drivers that compile at the first dispatch (lavapipe) then do it before the
     first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches."""
-    q, scratch = self.dev.queue, self.dev.scratch()
+    q, scratch = self.dev.queue, self.dev.scratch
     # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
     b = q.prepare([], [scratch])
     dset = b.alloc_set(self.set_layout) if self.itemsize else None

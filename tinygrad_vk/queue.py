@@ -20,6 +20,7 @@ ACCESS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_AC
 QUERIES = 256   # timestamp slots per batch: a batch is flushed when they run out
 
 Range = tuple[int, int, int]   # (id of the root buffer, start byte, end byte)
+def byte_range(x) -> Range: return (id(x.root), x.offset, x.offset + x.size)
 
 class Hazards:
   """Byte ranges read and written since the last barrier, per root buffer; `everything` after an untracked command (a graph)."""
@@ -127,8 +128,7 @@ class CommandQueue:
   def prepare(self, reads:list, writes:list) -> Batch:
     """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views)."""
     b = self.batch()
-    rr = [(id(x.root), x.offset, x.offset + x.size) for x in reads]
-    wr = [(id(x.root), x.offset, x.offset + x.size) for x in writes]
+    rr, wr = [byte_range(x) for x in reads], [byte_range(x) for x in writes]
     if self.hazards.conflict(rr, wr): self.barrier(b.cmd)
     self.hazards.add(rr, wr)
     for x in reads: x.root.last_use = b.seq

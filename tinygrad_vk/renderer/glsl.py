@@ -15,13 +15,13 @@ from __future__ import annotations
 import math, struct
 from dataclasses import dataclass
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, axis_letters, range_str
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import TinyELF, CompileError
 from tinygrad.helpers import strip_parens, ceildiv
-from tinygrad_vk.caps import Caps, dtype_support, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
 
@@ -303,5 +303,4 @@ class GLSLRenderer(CStyleLanguage):
     return "\n".join(lines)
 
 def _refusal(dt:DType) -> str:
-  from tinygrad_vk.caps import DTYPE_RULES
   return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"
