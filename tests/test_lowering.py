@@ -2,19 +2,11 @@
 import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
-from tinygrad.uop.ops import UOp, Ops, KernelInfo, AxisType, buffers
-from tinygrad.engine.realize import run_linear
-from tinygrad.helpers import Context
+from tinygrad.uop.ops import UOp, AxisType
+from util import run_kernel, kernel_sources
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
-
-def run_kernel(stores:list[UOp], bufs:list[Buffer]):
-  """Run one kernel given as UOp stores over PARAMs 0..n-1, bound to `bufs`."""
-  buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in bufs]
-  for u, b in zip(buf_uops, bufs): buffers[u] = b
-  with Context(SPEC=2):
-    run_linear(UOp(Ops.LINEAR, src=(UOp.sink(*stores, arg=KernelInfo()).call(*buf_uops),)))
 
 def words(n:int) -> np.ndarray: return rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
 
@@ -89,9 +81,6 @@ def test_bfloat16_roundtrip_and_math():
 def test_vector_loads_and_stores():
   from tinygrad import Tensor, Device
   from tinygrad.dtype import _to_np_dtype
-  import sys, os
-  sys.path.insert(0, os.path.dirname(__file__))
-  from util import kernel_sources
   assert Device["VULKAN"].renderer.supports_float4
   for dt, lo, hi in [(dtypes.float, -3, 3), (dtypes.half, -3, 3), (dtypes.int, -1000, 1000), (dtypes.uint, 0, 1000)]:
     npdt = _to_np_dtype(dt)
@@ -113,7 +102,6 @@ def test_vector_loads_and_stores():
 
 def test_vector_alias_and_misaligned_views():
   from tinygrad import Tensor
-  from util import kernel_sources
   assert any("_v4[" in s for s in kernel_sources(Tensor.empty(4 * 257) + Tensor.empty(4 * 257))), "aligned float4 access should use a vec4 alias"
   base = rng.uniform(-5, 5, 4 * 257 + 8).astype(np.float32)
   t = Tensor(base, device="VULKAN").realize()

@@ -2,8 +2,10 @@
 import os, subprocess, sys
 import numpy as np
 from tinygrad import Tensor, Device
-from tinygrad.uop.ops import Ops
+from tinygrad.uop.ops import Ops, UOp, KernelInfo, buffers
 from tinygrad.codegen import to_program
+from tinygrad.engine.realize import run_linear
+from tinygrad.helpers import Context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 rng = np.random.default_rng(1234)
@@ -24,3 +26,11 @@ def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.Complete
   """Run code in a fresh interpreter (device switches are read once per process)."""
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                         env={**os.environ, "DEV": "VULKAN", **(env or {})})
+
+def run_kernel(stores:list[UOp], bufs:list) -> None:
+  """Run one kernel given as UOp stores over PARAMs 0..n-1, bound to `bufs` (tinygrad Buffers, views included: tinygrad would
+  fold most tensor slices into index arithmetic, a Buffer.view is bound at its offset)."""
+  buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in bufs]
+  for u, b in zip(buf_uops, bufs): buffers[u] = b
+  with Context(SPEC=2):
+    run_linear(UOp(Ops.LINEAR, src=(UOp.sink(*stores, arg=KernelInfo()).call(*buf_uops),)))

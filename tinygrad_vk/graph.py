@@ -59,12 +59,11 @@ class VulkanGraph(GraphRunner):
     # profiled replays reuse one set of queries: the previous replay's must be read first
     if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
     q = self.q
-    batch = q.prepare_opaque(self.roots)
-    if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
-    t0 = batch.timestamp() if wait else None
-    lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
-    t1 = batch.timestamp() if t0 is not None else None
-    q.recorded(batch)
+    with q.prepare_opaque(self.roots) as batch:
+      if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
+      t0 = batch.timestamp() if wait else None
+      lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
+      t1 = batch.timestamp() if t0 is not None else None
     if self.query_pool is not None: q.defer(batch.seq, self._collect)
     self.last_seq = batch.seq
     return q.timed_wait(batch, t0, t1) if wait else None

@@ -71,17 +71,18 @@ class VulkanProgram:
 
   def _warm(self, pipeline):
     """Record an empty dispatch of a new pipeline: drivers that compile at the first dispatch (lavapipe) then do it before the
-    first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches."""
+    first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches. It may run
+    inside a launch (bind() builds a pipeline variant): it shares that launch's batch and leaves its descriptor structs alone."""
     q, scratch = self.dev.queue, self.dev.scratch
     # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
-    b = q.prepare([], [scratch])
-    dset = b.alloc_set(self.set_layout) if self.itemsize else None
-    if dset is not None:
-      for i in range(len(self.itemsize)): self.infos[i].buffer, self.infos[i].offset, self.infos[i].range = scratch.handle, 0, scratch.size
-      self.write.dstSet = dset
-      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.write, 0, NULL)
-    self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
-    q.recorded(b)
+    with q.prepare([], [scratch]) as b:
+      dset = b.alloc_set(self.set_layout) if self.itemsize else None
+      if dset is not None:
+        n = len(self.itemsize)
+        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": 0, "range": scratch.size}] * n)
+        lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, new("VkWriteDescriptorSet", dstSet=dset, descriptorCount=n,
+                                   descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
+      self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
 
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -130,14 +131,13 @@ class VulkanProgram:
 
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
-    batch = q.prepare(*self.split(bufs))
-    dset = batch.alloc_set(self.set_layout) if bufs else None
-    pc, pipeline = self.bind(dset, bufs, vals)
-    t0 = batch.timestamp() if wait or q.profiling() else None
-    self.record(batch.cmd, dset, pc, pipeline, groups)
-    t1 = batch.timestamp() if t0 is not None else None
-    if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
-    q.recorded(batch)
+    with q.prepare(*self.split(bufs)) as batch:
+      dset = batch.alloc_set(self.set_layout) if bufs else None
+      pc, pipeline = self.bind(dset, bufs, vals)
+      t0 = batch.timestamp() if wait or q.profiling() else None
+      self.record(batch.cmd, dset, pc, pipeline, groups)
+      t1 = batch.timestamp() if t0 is not None else None
+      if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     return q.timed_wait(batch, t0, t1) if wait else None
 
   def __del__(self):

@@ -36,6 +36,7 @@ class Hazards:
   def clear(self): self.reads.clear(); self.writes.clear(); self.everything = False
 
 class Batch:
+  """An open command buffer. Used as `with q.prepare(...) as b:`, the queue never submits it while the block records into it."""
   def __init__(self, q:CommandQueue):
     self.q, self.cmd, self.seq, self.ncmds, self.nqueries = q, q.new_command_buffer(), 0, 0, 0
     self.fence = ffi.new("VkFence*")
@@ -48,6 +49,9 @@ class Batch:
     # reused for every descriptor set allocation: this is on the launch path
     self.set_layout, self.set_out = ffi.new("VkDescriptorSetLayout[1]"), ffi.new("VkDescriptorSet[1]")
     self.set_info = new("VkDescriptorSetAllocateInfo", descriptorSetCount=1, pSetLayouts=self.set_layout)
+
+  def __enter__(self) -> Batch: return self
+  def __exit__(self, *exc): self.q.recorded(self)
 
   def begin(self, seq:int):
     self.seq, self.ncmds, self.nqueries = seq, 0, 0
@@ -95,6 +99,7 @@ class CommandQueue:
     self.free: list[Batch] = []
     self.free_desc_pools: list = []
     self.next_seq, self.done_seq = 1, 0
+    self.held = 0   # open `with q.prepare(...)` blocks: the batch they record into must not be submitted under them
     self.hazards = Hazards()
     self.deferred: collections.deque[tuple[int, Callable[[], None]]] = collections.deque()
     self.max_cmds = getenv("VULKAN_BATCH", 64)
@@ -126,8 +131,11 @@ class CommandQueue:
     return self.cur
 
   def prepare(self, reads:list, writes:list) -> Batch:
-    """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views)."""
+    """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views). Record in a `with` block:
+    a nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and it is submitted only after
+    the outermost block ends."""
     b = self.batch()
+    self.held += 1
     rr, wr = [byte_range(x) for x in reads], [byte_range(x) for x in writes]
     if self.hazards.conflict(rr, wr): self.barrier(b.cmd)
     self.hazards.add(rr, wr)
@@ -139,6 +147,7 @@ class CommandQueue:
     """The open batch, for a command whose accesses are not tracked one by one (a graph replay, which orders its own kernels):
     it is ordered after everything recorded since the last barrier, and everything after it is ordered after it."""
     b = self.batch()
+    self.held += 1
     if self.hazards.dirty(): self.barrier(b.cmd)
     self.hazards.everything = True
     for x in bufs: x.root.last_use = b.seq
@@ -149,21 +158,22 @@ class CommandQueue:
     (hazards or self.hazards).clear()
 
   def recorded(self, b:Batch):
+    self.held -= 1
     b.ncmds += 1
-    if b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES: self.flush()
+    if not self.held and (b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES): self.flush()
 
   def copy(self, src, dst, size:int):
     """Queue-ordered copy between two buffers (views) of this device."""
-    b = self.prepare([src], [dst])
-    region = ffi.new("VkBufferCopy*", {"srcOffset": src.offset, "dstOffset": dst.offset, "size": size})
-    lib.vkCmdCopyBuffer(b.cmd, src.handle, dst.handle, 1, region)
-    self.recorded(b)
+    with self.prepare([src], [dst]) as b:
+      region = ffi.new("VkBufferCopy*", {"srcOffset": src.offset, "dstOffset": dst.offset, "size": size})
+      lib.vkCmdCopyBuffer(b.cmd, src.handle, dst.handle, 1, region)
     return b
 
   # ---- submission and completion
 
   def flush(self):
     if (b := self.cur) is None: return
+    if self.held: raise RuntimeError("VULKAN: internal error: submitting a command buffer that is still being recorded")
     self.cur = None
     lib.vkCmdPipelineBarrier(b.cmd, STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self.host_barrier, 0, NULL, 0, NULL)
     check(lib.vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer")
