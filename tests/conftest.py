@@ -10,5 +10,14 @@ def _validation_silent():
   yield
   from tinygrad import Device
   for d in list(Device._opened_devices):
-    if d.startswith("VULKAN"): Device[d].synchronize()
+    if d.startswith("VULKAN") and getattr(Device[d].queue, "lost", None) is None: Device[d].synchronize()
   assert not validation_messages, "Vulkan validation layer:\n" + "\n".join(validation_messages)
+
+@pytest.fixture
+def vk_hooks(monkeypatch):
+  """Fault injection: hooks[name] = fn(real_function, *args) replaces that Vulkan call in every runtime module (see util.LibHooks)."""
+  from tinygrad_vk import vk, queue, program, graph, memory, device
+  from util import LibHooks
+  hooks = LibHooks(vk.lib)
+  for m in (queue, program, graph, memory, device): monkeypatch.setattr(m, "lib", hooks)
+  return hooks

@@ -1,10 +1,9 @@
 """Bad input gets a clear error, raised before any work is queued."""
 import pytest
 from tinygrad import Tensor, Device, dtypes
-from tinygrad.device import Buffer, CompileError, TinyELF
-from tinygrad.helpers import Target
+from tinygrad.device import Buffer, CompileError
 from tinygrad_vk.compiler import GLSLCompiler
-from util import run_python
+from util import run_python, glsl_program
 
 BAD = """#version 450
 layout(local_size_x=1) in;
@@ -23,14 +22,10 @@ def test_compile_error_shows_message_and_lines():
   assert ">   6 |   data0[0] = x + undefined_thing;" in msg   # the culprit line, numbered and marked
   assert "   5 |   float x = 1.0;" in msg                     # with context around it
 
-def _program(glsl:str, nbufs=1):
-  dev = Device["VULKAN"]
-  return dev.runtime(TinyELF(GLSLCompiler().compile(glsl), "test", Target("VULKAN"), tuple((None, i, dtypes.float, (4,)) for i in range(nbufs))))
-
 SIMPLE = BAD.replace(" + undefined_thing", "")
 
 def test_launch_over_workgroup_count_limit():
-  prg = _program(SIMPLE)
+  prg = glsl_program(SIMPLE)
   buf = Buffer("VULKAN", 4, dtypes.float).allocate()
   limit = Device["VULKAN"].caps.wgcount
   with pytest.raises(RuntimeError, match="over the limit"):
@@ -40,7 +35,7 @@ def test_launch_over_workgroup_count_limit():
 def test_local_size_over_limit():
   inv = Device["VULKAN"].caps.wginv
   with pytest.raises(RuntimeError, match="over the device limits"):
-    _program(SIMPLE.replace("local_size_x=1", f"local_size_x={inv}, local_size_y=2"))
+    glsl_program(SIMPLE.replace("local_size_x=1", f"local_size_x={inv}, local_size_y=2"))
 
 def test_binding_over_storage_buffer_range():
   n = Device["VULKAN"].caps.range // 4 + 16

@@ -3,7 +3,7 @@ import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources
+from util import run_kernel, kernel_sources, kernel_glsl, BindSpy, bind_align
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
@@ -13,48 +13,55 @@ def words(n:int) -> np.ndarray: return rng.integers(0, 2**32, size=n, dtype=np.u
 def as_np(b:Buffer, npdt) -> np.ndarray: return np.frombuffer(b.as_memoryview(), dtype=npdt).copy()
 
 # ---- buffer views inside a kernel: INDEX(BITCAST(SHRINK(PARAM))). Before: the renderer emitted C pointer casts, which glslang rejects.
-# The source is itself a tinygrad view at a 4-byte offset, so the push-constant element offset _o is nonzero too.
+# The buffers are themselves Buffer.views one word past minStorageBufferOffsetAlignment: bound at a non-zero descriptor offset,
+# with the element offset _o = 1 in the push constants, through a pipeline variant (BindSpy checks both).
 
-def test_view_wide_load():
+def test_view_wide_load(monkeypatch):
   """uint64 elements read through a view of a uint32 buffer at an odd word: each put together from two words."""
-  base_np = words(2*N+5)
-  src = Buffer("VULKAN", 2*N+5, dtypes.uint32, initial_value=base_np.tobytes()).view(2*N+4, dtypes.uint32, 4)
+  spy, W = BindSpy(monkeypatch), bind_align() // 4
+  base_np = words(W+2*N+5)
+  src = Buffer("VULKAN", W+2*N+5, dtypes.uint32, initial_value=base_np.tobytes()).view(2*N+4, dtypes.uint32, 4*(W+1))
   out = Buffer("VULKAN", N, dtypes.uint64).allocate()
   s, o = UOp.param(0, dtypes.uint32, (2*N+4,)), UOp.param(1, dtypes.uint64, (N,))
   r = UOp.range(N, 0, AxisType.LOOP)
   run_kernel([o.index(r).store(s.shrink(((3, 2*N+3),)).bitcast(dtypes.uint64).index(r)).end(r)], [src, out])
-  np.testing.assert_array_equal(as_np(out, np.uint64), base_np[4:4+2*N].view(np.uint64))
+  np.testing.assert_array_equal(as_np(out, np.uint64), base_np[W+4:W+4+2*N].view(np.uint64))
+  assert spy.offset_bound(0) and spy.variant_used(0)
 
-def test_view_wide_store():
+def test_view_wide_store(monkeypatch):
   """float64 stores through a view of a uint32 buffer at an odd word: each split into two words, the other words untouched."""
+  spy, W = BindSpy(monkeypatch), bind_align() // 4
   vals = rng.uniform(-1e6, 1e6, size=N)
-  init = words(2*N+3)
-  dst_base = Buffer("VULKAN", 2*N+3, dtypes.uint32, initial_value=init.tobytes())
-  dst = dst_base.view(2*N+2, dtypes.uint32, 4)
+  init = words(W+2*N+3)
+  dst_base = Buffer("VULKAN", W+2*N+3, dtypes.uint32, initial_value=init.tobytes())
+  dst = dst_base.view(2*N+2, dtypes.uint32, 4*(W+1))
   src = Buffer("VULKAN", N, dtypes.float64, initial_value=vals.tobytes())
   d, s = UOp.param(0, dtypes.uint32, (2*N+2,)), UOp.param(1, dtypes.float64, (N,))
   r = UOp.range(N, 0, AxisType.LOOP)
   run_kernel([d.shrink(((1, 2*N+1),)).bitcast(dtypes.float64).index(r).store(s.index(r) * 3.0).end(r)], [dst, src])
   exp = init.copy()
-  exp[2:2+2*N] = (vals * 3.0).view(np.uint32)
+  exp[W+2:W+2+2*N] = (vals * 3.0).view(np.uint32)
   np.testing.assert_array_equal(as_np(dst_base, np.uint32), exp)
+  assert spy.offset_bound(0) and spy.variant_used(0)
 
-def test_view_narrow_load_store():
+def test_view_narrow_load_store(monkeypatch):
   """uint8 and uint16 views of uint32 buffers: an aliased declaration of the binding, addressed in bytes / halfwords."""
-  a_np, b_init = words(N+2), words(N+2)
-  a = Buffer("VULKAN", N+2, dtypes.uint32, initial_value=a_np.tobytes()).view(N+1, dtypes.uint32, 4)
-  b_base = Buffer("VULKAN", N+2, dtypes.uint32, initial_value=b_init.tobytes())
-  b = b_base.view(N+1, dtypes.uint32, 4)
+  spy, W = BindSpy(monkeypatch), bind_align() // 4
+  a_np, b_init = words(W+N+2), words(W+N+2)
+  a = Buffer("VULKAN", W+N+2, dtypes.uint32, initial_value=a_np.tobytes()).view(N+1, dtypes.uint32, 4*(W+1))
+  b_base = Buffer("VULKAN", W+N+2, dtypes.uint32, initial_value=b_init.tobytes())
+  b = b_base.view(N+1, dtypes.uint32, 4*(W+1))
   pa, pb = UOp.param(0, dtypes.uint32, (N+1,)), UOp.param(1, dtypes.uint32, (N+1,))
   r = UOp.range(2*N-1, 0, AxisType.LOOP)
   bytes_ = pa.shrink(((1, N+1),)).bitcast(dtypes.uint8)                  # 4N bytes from word 1 of the view
   halves = pb.shrink(((1, N+1),)).bitcast(dtypes.uint16)                 # 2N halfwords from word 1 of the view
   run_kernel([halves.index(r).store(bytes_.index(r + 1).cast(dtypes.uint16) * 3 + bytes_.index(r)).end(r)], [a, b])
-  ab = a_np[2:2+N].view(np.uint8).astype(np.uint16)
+  ab = a_np[W+2:W+2+N].view(np.uint8).astype(np.uint16)
   exp = b_init.copy()
-  exp_h = exp[2:2+N].view(np.uint16)   # a view: writes go into exp
+  exp_h = exp[W+2:W+2+N].view(np.uint16)   # a view: writes go into exp
   exp_h[:2*N-1] = ab[1:2*N] * 3 + ab[:2*N-1]
   np.testing.assert_array_equal(as_np(b_base, np.uint32), exp)
+  assert all(spy.offset_bound(i) and spy.variant_used(i) for i in (0, 1))
 
 # ---- bfloat16: 16-bit words, math in float, round-to-nearest-even conversions. Before: not in supported_dtypes, so tinygrad's
 # emulation ran instead, which flushes bfloat16 denormals to zero.
@@ -100,11 +107,21 @@ def test_vector_loads_and_stores():
 # ---- aligned float4 accesses read a vec4 declaration of the binding; a view whose offset breaks the alignment takes the
 # packed scalar path at launch. Before: every vector access was packed from scalar loads.
 
-def test_vector_alias_and_misaligned_views():
-  from tinygrad import Tensor
-  assert any("_v4[" in s for s in kernel_sources(Tensor.empty(4 * 257) + Tensor.empty(4 * 257))), "aligned float4 access should use a vec4 alias"
-  base = rng.uniform(-5, 5, 4 * 257 + 8).astype(np.float32)
-  t = Tensor(base, device="VULKAN").realize()
-  for start in range(5):   # element offsets 0..4 inside the buffer: the runtime remainder _o is 0, 1, 2, 3, then 0 again
-    a, b = t[start:start + 4 * 257], t[start + 3:start + 3 + 4 * 257]
-    np.testing.assert_array_equal((a + b * 2).numpy(), base[start:start + 4 * 257] + base[start + 3:start + 3 + 4 * 257] * 2)
+def test_vector_alias_and_misaligned_views(monkeypatch):
+  """Buffer.views at element offsets 0..4 past the binding alignment: the runtime remainder _o is 0, 1, 2, 3, then 0 again, so
+  the aligned pipeline (vec4 loads) and the variants that pack scalars both run. (Tensor slices would not do: tinygrad folds
+  them into the kernel's index arithmetic.)"""
+  spy, A, n = BindSpy(monkeypatch), bind_align(), 4 * 257
+  base = rng.uniform(-5, 5, A + n + 16).astype(np.float32)
+  whole = Buffer("VULKAN", base.size, dtypes.float32, initial_value=base.tobytes())
+  pa, pb, po = UOp.param(0, dtypes.float32, (n,)), UOp.param(1, dtypes.float32, (n,)), UOp.param(2, dtypes.float32, (n,))
+  r = UOp.range(n, 0, AxisType.GLOBAL)   # a GLOBAL axis: tinygrad's optimizer upcasts it into float4 accesses
+  stores = [po.index(r).store(pa.index(r) + pb.index(r) * 2).end(r)]
+  assert "_v4[" in kernel_glsl(stores), "aligned float4 access should use a vec4 alias"
+  for start in range(5):
+    a, b = whole.view(n, dtypes.float32, A + 4 * start), whole.view(n, dtypes.float32, A + 4 * (start + 3))
+    out = Buffer("VULKAN", n, dtypes.float32).allocate()
+    run_kernel(stores, [a, b, out])
+    s = A // 4 + start
+    np.testing.assert_array_equal(as_np(out, np.float32), base[s:s + n] + base[s + 3:s + 3 + n] * 2)
+  assert [key[0] for _, key, _ in spy.binds] == [4, 1, 2, 1, 4] and all(offs[0] > 0 for offs, _, _ in spy.binds), spy.binds

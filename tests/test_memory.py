@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import Buffer
-from util import data, run_python
+from tinygrad.dtype import _to_np_dtype
+from tinygrad.uop.ops import UOp, AxisType
+from util import data, run_python, run_kernel, BindSpy, bind_align
 
 def test_staging_path_forced():
   # lavapipe memory is host-visible, so only the switch exercises the discrete-GPU path: device buffers unmapped, staged copies
@@ -26,16 +28,39 @@ np.testing.assert_array_equal((Tensor(big) + 1).numpy(), big + 1)
 print("ok")""", {"VULKAN_FORCE_STAGING": "1"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
-@pytest.mark.parametrize("dt,start", [(np.float32, 3), (np.float32, 5), (np.int8, 7), (np.float16, 1), (np.int64, 3), (np.uint8, 13)])
-def test_views_at_odd_offsets(dt, start):
-  # a view whose byte offset is not a multiple of minStorageBufferOffsetAlignment: bound aligned down, the rest in a push constant
-  a = data(301, dt)
-  t = Tensor(a).realize()
-  v = t[start:start + 101]
-  np.testing.assert_array_equal(v.numpy(), a[start:start + 101])
-  np.testing.assert_array_equal((v + t[start + 1:start + 102]).numpy(), a[start:start + 101] + a[start + 1:start + 102])
+@pytest.mark.parametrize("dt,start", [(dtypes.float32, 3), (dtypes.float32, 5), (dtypes.int8, 7), (dtypes.half, 1), (dtypes.int64, 3),
+                                      (dtypes.uint8, 13)], ids=str)
+def test_views_at_odd_offsets(monkeypatch, dt, start):
+  # Buffer.views `start` elements past minStorageBufferOffsetAlignment: bound at the aligned-down (non-zero) offset, the rest in a
+  # push constant, through a pipeline variant. (Tensor slices would not do: tinygrad folds them into index arithmetic.)
+  if dt not in Device["VULKAN"].renderer.supported_dtypes(): pytest.skip(f"{dt} is not a native dtype of this device")
+  spy, n, npdt = BindSpy(monkeypatch), 101, _to_np_dtype(dt)
+  first = bind_align() // dt.itemsize + start
+  a = data(first + n + 8, npdt, lo=-40, hi=40).round().astype(npdt)   # small integers: exact in every dtype
+  whole = Buffer("VULKAN", a.size, dt, initial_value=a.tobytes())
+  v, w = whole.view(n, dt, first * dt.itemsize), whole.view(n, dt, (first + 1) * dt.itemsize)
+  out = Buffer("VULKAN", n, dt).allocate()
+  pv, pw, po = UOp.param(0, dt, (n,)), UOp.param(1, dt, (n,)), UOp.param(2, dt, (n,))
+  r = UOp.range(n, 0, AxisType.GLOBAL)
+  run_kernel([po.index(r).store(pv.index(r) * 3 + pw.index(r)).end(r)], [v, w, out])
+  with np.errstate(over="ignore"): ref = a[first:first + n] * npdt(3) + a[first + 1:first + 1 + n]
+  np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), npdt), ref)
+  assert spy.offset_bound(0) and spy.offset_bound(1) and spy.variant_used(0), spy.binds
 
-def test_write_into_view():
+def test_write_into_view(monkeypatch):
+  # a kernel storing through a Buffer.view: only the view's bytes change
+  spy, A, n = BindSpy(monkeypatch), bind_align(), 100
+  a = data(A + 257)
+  whole = Buffer("VULKAN", a.size, dtypes.float32, initial_value=a.tobytes())
+  first = A // 4 + 5
+  po, r = UOp.param(0, dtypes.float32, (n,)), UOp.range(n, 0, AxisType.GLOBAL)
+  run_kernel([po.index(r).store(r.cast(dtypes.float32) * 0.5 - 7).end(r)], [whole.view(n, dtypes.float32, 4 * first)])
+  ref = a.copy(); ref[first:first + n] = np.arange(n, dtype=np.float32) * np.float32(0.5) - np.float32(7)
+  np.testing.assert_array_equal(np.frombuffer(whole.as_memoryview(), np.float32), ref)
+  assert spy.offset_bound(0) and spy.variant_used(0), spy.binds
+
+def test_assign_into_slice():
+  # tinygrad folds the slice into the kernel's index arithmetic: the whole buffer is bound
   a = data(257)
   t = Tensor(a).realize()
   t[5:105].assign(Tensor(np.arange(100, dtype=np.float32))).realize()

@@ -2,7 +2,7 @@
 import re
 import pytest
 from tinygrad.helpers import ansistrip
-from util import run_python
+from util import run_python, glsl_program, SIMPLE_GLSL
 
 def test_debug2_prints_gpu_times():
   r = run_python("from tinygrad import Tensor; import numpy as np; print((Tensor(np.arange(999, dtype=np.float32)) * 2).sum().item())",
@@ -45,8 +45,7 @@ def test_wait_without_timestamps_returns_wall_time():
   # some queues (MoltenVK on some Macs) have no timestamps: wait=True then times the fence wait instead of raising
   from tinygrad import Device, dtypes
   from tinygrad.device import Buffer
-  from test_errors import _program, SIMPLE
-  prg, buf, q = _program(SIMPLE), Buffer("VULKAN", 4, dtypes.float).allocate(), Device["VULKAN"].queue
+  prg, buf, q = glsl_program(SIMPLE_GLSL), Buffer("VULKAN", 4, dtypes.float).allocate(), Device["VULKAN"].queue
   bits, q.timestamp_bits = q.timestamp_bits, 0
   try: t = prg(buf._buf, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
   finally: q.timestamp_bits = bits

@@ -1,11 +1,12 @@
 """Shared test helpers."""
 import os, subprocess, sys
 import numpy as np
-from tinygrad import Tensor, Device
+from tinygrad import Tensor, Device, dtypes
+from tinygrad.device import TinyELF
 from tinygrad.uop.ops import Ops, UOp, KernelInfo, buffers
 from tinygrad.codegen import to_program
 from tinygrad.engine.realize import run_linear
-from tinygrad.helpers import Context
+from tinygrad.helpers import Context, Target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 rng = np.random.default_rng(1234)
@@ -27,6 +28,10 @@ def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.Complete
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                         env={**os.environ, "DEV": "VULKAN", **(env or {})})
 
+def kernel_glsl(stores:list[UOp]) -> str:
+  """The GLSL that run_kernel runs for these stores."""
+  return to_program(UOp.sink(*stores, arg=KernelInfo()), Device["VULKAN"].renderer).src[2].arg
+
 def run_kernel(stores:list[UOp], bufs:list) -> None:
   """Run one kernel given as UOp stores over PARAMs 0..n-1, bound to `bufs` (tinygrad Buffers, views included: tinygrad would
   fold most tensor slices into index arithmetic, a Buffer.view is bound at its offset)."""
@@ -34,3 +39,52 @@ def run_kernel(stores:list[UOp], bufs:list) -> None:
   for u, b in zip(buf_uops, bufs): buffers[u] = b
   with Context(SPEC=2):
     run_linear(UOp(Ops.LINEAR, src=(UOp.sink(*stores, arg=KernelInfo()).call(*buf_uops),)))
+
+# a one-workgroup kernel written by hand: for the runtime's own checks, without tinygrad's scheduler in between
+SIMPLE_GLSL = """#version 450
+layout(local_size_x=1) in;
+layout(set=0, binding=0, std430) buffer B0 { float data0[]; };
+void main() {
+  float x = 1.0;
+  data0[0] = x;
+}
+"""
+
+def glsl_program(glsl:str, nbufs=1, device="VULKAN", name="test"):
+  from tinygrad_vk.compiler import GLSLCompiler
+  return Device[device].runtime(TinyELF(GLSLCompiler().compile(glsl), name, Target("VULKAN"),
+                                        tuple((None, i, dtypes.float, (4,)) for i in range(nbufs))))
+
+class LibHooks(dict):
+  """Stands in for the `vulkan` cffi lib in the runtime modules: a call of `name` goes to self[name](real_function, *args) when a
+  test set a hook, otherwise to the real function. How the fault tests inject Vulkan errors."""
+  def __init__(self, real): super().__init__(); self.real = real
+  def __getattr__(self, name:str):
+    fn = getattr(self.real, name)
+    if (hook := self.get(name)) is None: return fn
+    return lambda *args: hook(fn, *args)
+
+_next_device = iter(range(8, 16))
+def fresh_device() -> str:
+  """A logical device no other test uses (VULKAN:n past the physical devices opens another logical device): for faults that
+  leave a device lost for the rest of the process."""
+  return f"VULKAN:{next(_next_device)}"
+
+def bind_align() -> int:
+  """minStorageBufferOffsetAlignment: a view at or past it is bound at a non-zero descriptor offset."""
+  return Device["VULKAN"].caps.align
+
+class BindSpy:
+  """Records every VulkanProgram.bind: the descriptor offsets bound, and which pipeline it launches with (the alignment key of
+  the views' element offsets: all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
+  def __init__(self, monkeypatch):
+    from tinygrad_vk.program import VulkanProgram
+    self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)
+    orig = VulkanProgram.bind
+    def bind(prg, dset, bufs, vals):
+      pc, pipe = orig(prg, dset, bufs, vals)
+      self.binds.append(([prg.infos[i].offset for i in range(len(bufs))], next(k for k, p in prg.pipelines.items() if p == pipe), prg.aligned))
+      return pc, pipe
+    monkeypatch.setattr(VulkanProgram, "bind", bind)
+  def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
+  def variant_used(self, slot:int) -> bool: return any(key[slot] != aligned[slot] for _, key, aligned in self.binds)

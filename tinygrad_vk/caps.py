@@ -18,7 +18,7 @@ FLAGS = {
   "nan16": "shaderSignedZeroInfNanPreserveFloat16",
   "nan32": "shaderSignedZeroInfNanPreserveFloat32",
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
-  "vec": "vector (float4) loads and stores, packed from scalar accesses (a renderer path, on for every device)",
+  "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
 }
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import functools, hashlib, os, pathlib, re, shutil, struct, subprocess, tempfile
 from tinygrad.device import Compiler, CompileError
-from tinygrad.helpers import getenv
+from tinygrad.helpers import getenv, diskcache_get, diskcache_put
 
 TARGET_ENV = "vulkan1.2"   # SPIR-V 1.5: float controls are core, no extension needed
 FORMAT_VERSION = 1         # bump when the SPIR-V we produce for the same source changes
@@ -30,16 +30,31 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
 # SPIR-V: SignedZeroInfNanPreserve is capability 4466 and execution mode 4461 (SPV_KHR_float_controls, core in SPIR-V 1.4)
 OP_CAPABILITY, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_TYPE_FLOAT = 17, 15, 16, 22
 CAP_NAN_PRESERVE, MODE_NAN_PRESERVE = 4466, 4461
+SPIRV_MAGIC = 0x07230203
 
 def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:
-  """The module's words, and (word position, opcode, words) of every instruction after the 5-word header."""
+  """The module's words, and (word position, opcode, words) of every instruction after the 5-word header. ValueError when the
+  module is not well formed: a whole number of words, the magic number, every instruction 1 or more words and inside the module."""
+  if len(spv) % 4 or len(spv) < 24: raise ValueError(f"{len(spv)} bytes is not a SPIR-V module")
   words = list(struct.unpack(f"<{len(spv)//4}I", spv))
+  if words[0] != SPIRV_MAGIC: raise ValueError(f"bad SPIR-V magic number 0x{words[0]:08x}")
   insts, i = [], 5
   while i < len(words):
-    n = words[i] >> 16
+    if not 0 < (n := words[i] >> 16) <= len(words) - i: raise ValueError(f"SPIR-V instruction at word {i} has word count {n}")
     insts.append((i, words[i] & 0xffff, words[i:i+n]))
     i += n
   return words, insts
+
+def cached_spirv(table:str, src:str) -> bytes|None:
+  """The disk cache's SPIR-V for src, or None when there is none or it is damaged. An entry is (SHA-256, module), and is used
+  only when the digest matches and the module is well formed: a damaged module can crash the driver, and a flipped operand bit
+  passes any structural check."""
+  try: digest, spv = diskcache_get(table, src)
+  except Exception: return None   # no entry (None), an entry written in another format, or one that does not unpickle
+  if not isinstance(spv, bytes) or hashlib.sha256(spv).digest() != digest: return None
+  try: spirv_instructions(spv)
+  except ValueError: return None
+  return spv
 
 def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
@@ -75,7 +90,11 @@ class GLSLCompiler(Compiler):
     return spv
 
   def compile_cached(self, src:str) -> bytes:
-    lib = super().compile_cached(src)
+    # tinygrad's Compiler.compile_cached, with entries checked before use (cached_spirv)
+    if self.cachekey is None or (lib := cached_spirv(self.cachekey, src)) is None:
+      assert not getenv("ASSERT_COMPILE"), f"tried to compile with ASSERT_COMPILE set\n{src}"
+      lib = self.compile(src)
+      if self.cachekey is not None: diskcache_put(self.cachekey, src, (hashlib.sha256(lib).digest(), lib))
     if (dump := getenv("VULKAN_DUMP", "")): dump_kernel(dump, src, lib)
     return lib
 

@@ -1,38 +1,49 @@
 """VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
 from __future__ import annotations
-import decimal, functools, sys, time
+import decimal, functools, os, re, sys, time
 from tinygrad.device import Compiled, ProfileDeviceEvent
-from tinygrad.helpers import getenv, PROFILE
+from tinygrad.helpers import PROFILE
 from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 from tinygrad_vk.instance import instance, validation_messages
-from tinygrad_vk.queue import CommandQueue
+from tinygrad_vk.queue import CommandQueue, read_timestamps
 from tinygrad_vk.memory import VulkanAllocator
 from tinygrad_vk.program import VulkanProgram
 from tinygrad_vk.graph import VulkanGraph
 from tinygrad_vk.renderer.glsl import GLSLRenderer
 
-CALIBRATED_EXT, CALIBRATED_INFO = "VK_EXT_calibrated_timestamps", 1000184000   # VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT
+CALIBRATED_EXT = "VK_EXT_calibrated_timestamps"
+# the `vulkan` package maps the EXT names to None and computes VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_KHR wrongly (1000543000)
+STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT = 1000184000
+TIME_DOMAIN_DEVICE, TIME_DOMAIN_CLOCK_MONOTONIC = vk.VK_TIME_DOMAIN_DEVICE_KHR, vk.VK_TIME_DOMAIN_CLOCK_MONOTONIC_KHR
+
+def device_index(device:str) -> int:
+  if (m := re.fullmatch(r"VULKAN(?::(\d+))?", device)) is None:
+    raise RuntimeError(f"VULKAN: no device {device!r}: expected VULKAN or VULKAN:<n> with n = 0, 1, ... (python -m tinygrad_vk info lists them)")
+  return int(m.group(1) or 0)
 
 class VulkanDevice(Compiled):
   def __init__(self, device:str):
-    self.closed, inst = False, instance()
-    idx = int(device.split(":")[1]) if ":" in device else 0
+    self.closed, inst, idx = False, instance(), device_index(device)
+    if inst.pid != os.getpid():
+      raise RuntimeError(f"VULKAN: Vulkan was initialised before os.fork(): a forked child cannot use it (a Vulkan driver does not survive "
+                         f"fork). Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
+    max_cmds, timeout_s = env_number("VULKAN_BATCH", 64, 1), env_number("VULKAN_TIMEOUT_S", 300.0, 0.001)
+    graph = VulkanGraph if env_number("VULKAN_GRAPH", 1) else None
     # VULKAN:n past the last physical device opens another logical device on one of them (multi-device tests on one GPU)
     self.phys = phys = inst.devices[idx % len(inst.devices)]
     if phys.queue_family is None: raise RuntimeError(f"VULKAN: {phys.name} has no compute queue")
     self.caps = caps = phys.caps()
     # calibrated timestamps line GPU ranges up with tinygrad's CPU clock (time.perf_counter_ns is CLOCK_MONOTONIC)
-    self.calibrated = CALIBRATED_EXT in phys.extensions and 1 in phys.time_domains(inst)
+    self.calibrated = CALIBRATED_EXT in phys.extensions and TIME_DOMAIN_CLOCK_MONOTONIC in phys.time_domains(inst)
     self.vkdev = self._create_device(phys, caps, [CALIBRATED_EXT] if self.calibrated else [])
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
-    self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"])
+    self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
     self._layouts: dict[tuple[int, int], tuple] = {}
     if "tinygrad.schedule.rangeify" in sys.modules:   # the buffers a kernel may bind: the descriptor limit, at most the default
       register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs))
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
-    graph = VulkanGraph if getenv("VULKAN_GRAPH", 1) else None
     super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, graph, arch=caps.encode())
 
   @staticmethod
@@ -79,17 +90,19 @@ class VulkanDevice(Compiled):
     period = decimal.Decimal(self.phys.limits["timestampPeriod"])
     if self.calibrated:
       fn = ffi.cast("PFN_vkGetCalibratedTimestampsEXT", lib.vkGetDeviceProcAddr(self.vkdev, b"vkGetCalibratedTimestampsEXT"))
-      infos = ffi.new("VkCalibratedTimestampInfoEXT[2]", [{"sType": CALIBRATED_INFO, "timeDomain": d} for d in (0, 1)])  # DEVICE, MONOTONIC
+      infos = ffi.new("VkCalibratedTimestampInfoEXT[2]", [{"sType": STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, "timeDomain": d}
+                                                           for d in (TIME_DOMAIN_DEVICE, TIME_DOMAIN_CLOCK_MONOTONIC)])
       ts, dev = ffi.new("uint64_t[2]"), ffi.new("uint64_t*")
       check(fn(self.vkdev, 2, infos, ts, dev), "vkGetCalibratedTimestampsEXT")
       return decimal.Decimal(ts[1]) / 1000 - decimal.Decimal(ts[0] & self.queue.timestamp_mask) * period / 1000
     # no calibration: a timestamp executed between two CPU clock reads; take the middle
-    b = self.queue.batch()
-    if (q := b.timestamp()) is None: return decimal.Decimal(0)
+    with self.queue:
+      b = self.queue.batch()
+      if (q := b.timestamp()) is None: return decimal.Decimal(0)
     cpu0 = time.perf_counter_ns()
     self.queue.wait(b.seq)
     cpu1 = time.perf_counter_ns()
-    return decimal.Decimal(cpu0 + cpu1) / 2000 - decimal.Decimal(b.read_timestamps(q, 1)[0]) * period / 1000
+    return decimal.Decimal(cpu0 + cpu1) / 2000 - decimal.Decimal(read_timestamps(self.queue, b.query_pool, q, 1)[0]) * period / 1000
 
   def check_validation(self):
     if instance().validation and validation_messages:
@@ -99,7 +112,7 @@ class VulkanDevice(Compiled):
 
   def finalize(self):
     # the VkDevice is left to process exit: Buffer.__del__ may still run after this
-    if not self.closed: self.queue.synchronize()
+    if not self.closed and self.queue.lost is None: self.queue.synchronize()
     self.closed = True
 
   def count(self) -> int: return len(instance().devices)

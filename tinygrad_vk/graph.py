@@ -9,99 +9,87 @@ from __future__ import annotations
 import decimal
 from typing import cast
 from tinygrad.device import Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
-from tinygrad.helpers import PROFILE
+from tinygrad.helpers import PROFILE, suppress_finalizing
 from tinygrad.engine.jit import GraphRunner
 from tinygrad.uop.ops import UOp
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.queue import Hazards, byte_range
+from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps
 
 class VulkanGraph(GraphRunner):
   def __init__(self, linear, input_uops=()):
     super().__init__(linear, input_uops)
     self.dev = Device[self.calls[0][2][0].device]
-    self.q, vkdev = self.dev.queue, self.dev.vkdev
+    self.q = q = self.dev.queue
+    q.check_usable()
     self.bufs = [[b._buf for b in bufs] for _, _, bufs, _ in self.calls]
-    self.vals = [list(ast.arg.vals({**{v: 0 for v in self.vars}, **dv})) for _, ast, _, dv in self.calls]
+    self.scalars = [list(ast.arg.vals({**{v: 0 for v in self.vars}, **dv})) for _, ast, _, dv in self.calls]   # per kernel
     self.dims = [ast.arg.launch_dims({**{v: 0 for v in self.vars}, **dv})[0] for _, ast, _, dv in self.calls]
     # descriptor sets: one per kernel, owned by the graph
-    nsets, ndesc = len(self.calls), max(1, sum(len(b) for b in self.bufs))
-    sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": ndesc}])
-    pool = ffi.new("VkDescriptorPool*")
-    check(lib.vkCreateDescriptorPool(vkdev, new("VkDescriptorPoolCreateInfo", maxSets=nsets, poolSizeCount=1, pPoolSizes=sizes), NULL, pool),
-          "vkCreateDescriptorPool")
-    self.pool, self.sets = pool[0], []
-    for prg in self.runtimes:
-      out, layouts = ffi.new("VkDescriptorSet*"), ffi.new("VkDescriptorSetLayout[1]", [prg.set_layout])
-      check(lib.vkAllocateDescriptorSets(vkdev, new("VkDescriptorSetAllocateInfo", descriptorPool=self.pool, descriptorSetCount=1,
-                                                    pSetLayouts=layouts), out), "vkAllocateDescriptorSets")
-      self.sets.append(out[0])
-    self.cmd = self.q.new_command_buffer(secondary=True)
-    self.query_pool = None
-    if PROFILE and self.q.timestamp_bits:   # a timestamp before and after every kernel, read back when the replay completes
-      qp = ffi.new("VkQueryPool*")
-      check(lib.vkCreateQueryPool(vkdev, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * nsets), NULL, qp),
-            "vkCreateQueryPool")
-      self.query_pool = qp[0]
+    self.pool = descriptor_pool(q.vkdev, len(self.calls), max(1, sum(len(b) for b in self.bufs)))
+    layouts = ffi.new("VkDescriptorSetLayout[]", [prg.set_layout for prg in self.runtimes])
+    sets = ffi.new("VkDescriptorSet[]", len(self.calls))
+    check(lib.vkAllocateDescriptorSets(q.vkdev, new("VkDescriptorSetAllocateInfo", descriptorPool=self.pool, descriptorSetCount=len(self.calls),
+                                                    pSetLayouts=layouts), sets), "vkAllocateDescriptorSets")
+    self.sets = list(sets)
+    self.cmd = q.new_command_buffer(secondary=True)
+    self.cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])
+    # PROFILE: a timestamp before and after every kernel, read back when the replay completes
+    self.query_pool = timestamp_pool(q.vkdev, 2 * len(self.calls)) if PROFILE and q.timestamp_bits else None
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
-    self.cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])
+    self.label = f"TinyJit graph of {len(self.calls)} kernels ({', '.join(prg.name for prg in self.runtimes[:3])}{', ...' if len(self.calls) > 3 else ''})"
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     for j, pos, slot in self.replaced:
       if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
     if self.vars:
       for j, i, v in self.updated_vars(var_vals):
-        if self.vals[j][i] != v: self.vals[j][i] = v; self.dirty.add(j)
+        if self.scalars[j][i] != v: self.scalars[j][i] = v; self.dirty.add(j)
     if self.launch_dims_replace:
       for j, gl, _ in self.updated_launch_dims(var_vals):
         if tuple(self.dims[j]) != tuple(gl): self.dims[j] = gl; self.dirty.add(j)
-    # profiled replays reuse one set of queries: the previous replay's must be read first
-    if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
     q = self.q
-    with q.prepare_opaque(self.roots) as batch:
-      if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
-      t0 = batch.timestamp() if wait else None
-      lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
-      t1 = batch.timestamp() if t0 is not None else None
-    if self.query_pool is not None: q.defer(batch.seq, self._collect)
-    self.last_seq = batch.seq
+    with q:   # another thread's launch of the same programs binds through the same structs
+      # profiled replays reuse one set of queries: the previous replay's must be read first
+      if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
+      with q.prepare_opaque(self.roots) as batch:
+        if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
+        t0 = batch.timestamp() if wait else None
+        lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
+        t1 = batch.timestamp() if t0 is not None else None
+        batch.names.append(self.label)
+      if self.query_pool is not None: q.defer(batch.seq, self._collect)
+      self.last_seq = batch.seq
     return q.timed_wait(batch, t0, t1) if wait else None
 
   def _record(self):
     # the previous replay may still read these sets and this command buffer
     if self.last_seq: self.q.wait(self.last_seq)
     if not self.dirty: return
-    for j in sorted(self.dirty): self.pcs[j] = self.runtimes[j].bind(self.sets[j], self.bufs[j], self.vals[j])
-    self.dirty.clear()
-    cmd = self.cmd
-    inherit = new("VkCommandBufferInheritanceInfo")
-    check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=inherit,
+    for j in sorted(self.dirty): self.pcs[j] = self.runtimes[j].bind(self.sets[j], self.bufs[j], self.scalars[j])
+    cmd, hazards, roots, qp = self.cmd, Hazards(), {}, self.query_pool
+    check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
-    hz, roots, qp = Hazards(), {}, self.query_pool
     for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):
-      rd, wr = prg.split(bufs)
-      rr, wrr = [byte_range(x) for x in rd], [byte_range(x) for x in wr]
-      if hz.conflict(rr, wrr): self.q.barrier(cmd, hz)
-      hz.add(rr, wrr)
+      hazards.order(cmd, *prg.split(bufs))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
       roots.update((id(x.root), x.root) for x in bufs)
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
     self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes
+    self.dirty.clear()                  # only once the command buffer is complete: a failed recording is redone by the next call
 
   def _collect(self):
-    n, period = 2 * len(self.calls), decimal.Decimal(self.q.timestamp_period)
-    out = ffi.new("uint64_t[]", n)
-    check(lib.vkGetQueryPoolResults(self.dev.vkdev, self.query_pool, 0, n, ffi.sizeof(out), out, 8,
-                                    vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT), "vkGetQueryPoolResults")
+    period = decimal.Decimal(self.q.timestamp_period)
+    ts = read_timestamps(self.q, self.query_pool, 0, 2 * len(self.calls))
     ents = [ProfileGraphEntry(self.dev.device, prg.name, 2 * j, 2 * j + 1, prg.profile_key) for j, prg in enumerate(self.runtimes)]
-    Compiled.profile_events.append(ProfileGraphEvent(ents, [], [decimal.Decimal(out[i] & self.q.timestamp_mask) * period / 1000 for i in range(n)]))
+    Compiled.profile_events.append(ProfileGraphEvent(ents, [], [decimal.Decimal(t) * period / 1000 for t in ts]))
 
+  @suppress_finalizing
   def __del__(self):
     if self.dev.closed: return
-    dev, pool, cmd, q = self.dev, self.pool, self.cmd, self.q
-    qp = self.query_pool
+    dev, pool, cmd, q, qp = self.dev, self.pool, self.cmd, self.q, self.query_pool
     q.defer(self.last_seq, lambda: (lib.vkDestroyDescriptorPool(dev.vkdev, pool, NULL), lib.vkFreeCommandBuffers(dev.vkdev, q.pool, 1,
             ffi.new("VkCommandBuffer[1]", [cmd])), qp is not None and lib.vkDestroyQueryPool(dev.vkdev, qp, NULL)))

@@ -6,15 +6,19 @@ allocator and (through `Caps`) the renderer need.
 from __future__ import annotations
 import functools, os, sys
 from dataclasses import dataclass
-from tinygrad.helpers import getenv
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
 from tinygrad_vk.caps import Caps, disabled_flags
 
 API_VERSION = (1 << 22) | (2 << 12)   # Vulkan 1.2: 8/16-bit storage, float16/int8 arithmetic and float controls are core
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
-DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
+                vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU", vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
+                vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "CPU"}
+# the default order of VULKAN:0, 1, ...: discrete, integrated, virtual GPUs, then the rest
+DEVICE_ORDER = [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU,
+                vk.VK_PHYSICAL_DEVICE_TYPE_OTHER, vk.VK_PHYSICAL_DEVICE_TYPE_CPU]
 # llvmpipe exits every loop of a shader invocation after 65535 back-edges in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS)
-DRIVER_ID_LLVMPIPE, LLVMPIPE_LOOP_LIMIT = 13, 65535
+LLVMPIPE_LOOP_LIMIT = 65535
 
 # messages from the validation layer; VULKAN_VALIDATION=1 makes the device raise on them at the next synchronisation point
 validation_messages: list[str] = []
@@ -29,7 +33,8 @@ def _debug_callback(severity, types, data, user):
 
 class Instance:
   def __init__(self):
-    self.validation = bool(getenv("VULKAN_VALIDATION", 0))
+    self.pid = os.getpid()   # a forked child must not use it
+    self.validation = bool(env_number("VULKAN_VALIDATION", 0))
     layers = [VALIDATION_LAYER] if self.validation else []
     if layers and VALIDATION_LAYER not in {cstr(p.layerName) for p in enumerate_(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}:
       raise RuntimeError("VULKAN_VALIDATION=1 but the Khronos validation layer is not installed (apt install vulkan-validationlayers)")
@@ -72,13 +77,14 @@ def select_devices(phys:list[PhysicalDevice], spec:str) -> list[PhysicalDevice]:
   """VULKAN_DEVICES=2,0 picks by enumeration index. Otherwise GPUs first (discrete, integrated, virtual); CPU drivers such as
   lavapipe only when there is no GPU, so a machine with a GPU never silently runs on a CPU driver."""
   if spec:
-    try: return [phys[int(i)] for i in spec.split(",")]
-    except (ValueError, IndexError): raise RuntimeError(f"VULKAN_DEVICES={spec!r}: expected indices below {len(phys)} (see python -m tinygrad_vk info)")
-  order = {2: 0, 1: 1, 3: 2, 0: 3, 4: 4}
+    idx = [int(i) if i.strip().isdigit() else -1 for i in spec.split(",")]
+    if any(not 0 <= i < len(phys) for i in idx):
+      raise RuntimeError(f"VULKAN_DEVICES={spec!r}: expected comma-separated enumeration indices 0..{len(phys)-1} (see python -m tinygrad_vk info)")
+    return [phys[i] for i in idx]
   usable = [p for p in phys if p.api_version >= API_VERSION]
   if not usable: raise RuntimeError(f"VULKAN: no device supports Vulkan 1.2 ({', '.join(f'{p.name}: {version_str(p.api_version)}' for p in phys)})")
-  gpus = [p for p in usable if p.type != 4]
-  return sorted(gpus or usable, key=lambda p: (order.get(p.type, 9), p.index))
+  gpus = [p for p in usable if p.type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU]
+  return sorted(gpus or usable, key=lambda p: (DEVICE_ORDER.index(p.type) if p.type in DEVICE_ORDER else len(DEVICE_ORDER), p.index))
 
 @dataclass
 class MemoryType:
@@ -97,12 +103,11 @@ class PhysicalDevice:
     lib.vkGetPhysicalDeviceProperties2(handle, props)
     pr, lim = props.properties, props.properties.limits
     self.name, self.type, self.api_version = cstr(pr.deviceName), pr.deviceType, pr.apiVersion
-    self.vendor_id, self.device_id, self.driver_version = pr.vendorID, pr.deviceID, pr.driverVersion
     self.driver, self.driver_id = f"{cstr(p12.driverName)} {cstr(p12.driverInfo)}".strip(), p12.driverID
     self.subgroup_size, self.max_alloc = p11.subgroupSize, p11.maxMemoryAllocationSize
     self.limits = {k: getattr(lim, k) for k in ("maxStorageBufferRange", "maxPushConstantsSize", "maxComputeSharedMemorySize",
                    "maxComputeWorkGroupInvocations", "maxPerStageDescriptorStorageBuffers", "minStorageBufferOffsetAlignment",
-                   "timestampPeriod", "maxMemoryAllocationCount", "timestampComputeAndGraphics")}
+                   "timestampPeriod", "maxMemoryAllocationCount")}
     self.limits["maxComputeWorkGroupSize"] = tuple(lim.maxComputeWorkGroupSize)
     self.limits["maxComputeWorkGroupCount"] = tuple(lim.maxComputeWorkGroupCount)
     self.nan_preserve = {16: p12.shaderSignedZeroInfNanPreserveFloat16, 32: p12.shaderSignedZeroInfNanPreserveFloat32,
@@ -121,7 +126,7 @@ class PhysicalDevice:
     f = feats.features
     self.features = {"shaderFloat64": f.shaderFloat64, "shaderInt64": f.shaderInt64, "shaderInt16": f.shaderInt16,
                      "storageBuffer16BitAccess": f11.storageBuffer16BitAccess, "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
-                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8, "hostQueryReset": f12.hostQueryReset}
+                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8}
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mp)
     self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
@@ -157,7 +162,7 @@ class PhysicalDevice:
     return Caps(frozenset(flags), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
                 pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"], range=lim["maxStorageBufferRange"],
-                maxloop=getenv("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == DRIVER_ID_LLVMPIPE else 0))
+                maxloop=env_number("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0))
 
 @functools.cache
 def instance() -> Instance: return Instance()

@@ -82,6 +82,10 @@ class VulkanAllocator(LRUAllocator):
 
   # ---- tinygrad Allocator hooks
 
+  def alloc(self, size:int, options:BufferSpec|None=None):
+    self.dev.queue.check_usable()   # a lost device raises its own error, not tinygrad's "Allocation failed"
+    return super().alloc(size, options)
+
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
     if options.host: return self.create(size, self.picker.host, mapped=True)

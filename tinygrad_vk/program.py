@@ -1,16 +1,18 @@
 """A compiled kernel: shader module and compute pipeline built once, then bound and dispatched per call."""
 from __future__ import annotations
 import struct
-from tinygrad.device import TinyELF
-from tinygrad.helpers import ceildiv, round_up, prod
+from typing import TYPE_CHECKING
+from tinygrad.device import Program, TinyELF
+from tinygrad.helpers import ceildiv, round_up, prod, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions
+if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
 OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
 MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE = 17, 33, 24
-PIPELINE_CREATE_DISPATCH_BASE = 0x10   # VK_PIPELINE_CREATE_DISPATCH_BASE_BIT (the package maps it to None)
+PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
   """The baked local size and the bindings the shader never writes (they need no write hazard)."""
@@ -24,37 +26,45 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
   return local, ro
 
-class VulkanProgram:
+class VulkanProgram(Program["VulkanDevice"]):
   # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
   # cheaper, and a VkPipelineCache (in memory or persisted) changed nothing
-  def __init__(self, dev, obj:TinyELF):
-    self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
+  def __init__(self, dev:VulkanDevice, obj:TinyELF):
+    self.dev, self.name, self.profile_key, self.pipelines = dev, obj.name, obj.profile_key, {}
+    dev.queue.check_usable()
     bufs = [s for s in obj.signature if s[0] is None]
     if (slots := [s[1] for s in bufs]) != list(range(len(bufs))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {slots}")
     self.itemsize = [s[2].itemsize for s in bufs]
     nwords = ceildiv(len(bufs), 4)
-    self.vals = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
-    self.pc_size = round_up(max([off + struct.calcsize(f) for off, f in self.vals] + [4 * nwords]), 4)
+    # the scalars (symbolic shape variables) after the buffer offsets: (byte offset in the push constants, struct format)
+    self.scalar_fields = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
+    self.pc_size = round_up(max([off + struct.calcsize(f) for off, f in self.scalar_fields] + [4 * nwords]), 4)
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if len(bufs) > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {len(bufs)} buffers, the device allows {caps.bufs}")
-    self.local_size, readonly = spirv_info(obj.lib)
+    try: self.local_size, readonly = spirv_info(obj.lib)
+    except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
-    self.writes = [i for i in range(len(bufs)) if i not in readonly]
+    self.written = [i for i in range(len(bufs)) if i not in readonly]   # buffer slots the shader may store to
     self.set_layout, self.layout = dev.pipeline_layout(len(bufs), self.pc_size)
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
+    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
+    self.dset = ffi.new("VkDescriptorSet[1]")
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
-    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod), "vkCreateShaderModule")
+    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
+          f"vkCreateShaderModule of {self.name}")
     self.module = mod[0]
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
-    self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
-    self.dset = ffi.new("VkDescriptorSet[1]")
-    # a pipeline per alignment of the buffers' view offsets (specialization constant id = slot, see renderer/glsl.py); the aligned
-    # one is built here, the others when a misaligned view first shows up
+    # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
+    # and float4 accesses read the binding's vec4 declaration only where it is 4 (see renderer/glsl.py). The aligned pipeline is
+    # built here, the others when a view with that alignment first shows up.
     self.aligned = (VEC_ALIGN,) * len(bufs)
-    self.pipelines = {self.aligned: self._pipeline(self.aligned)}
+    try: self.pipelines[self.aligned] = self._pipeline(self.aligned)
+    except BaseException:
+      lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
+      raise
 
   def _pipeline(self, align:tuple[int, ...]):
     n, entry = len(align), ffi.new("char[]", b"main")
@@ -65,8 +75,11 @@ class VulkanProgram:
              "pName": entry, "pSpecializationInfo": spec}
     pipe = ffi.new("VkPipeline*")
     check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
-                                       flags=PIPELINE_CREATE_DISPATCH_BASE), NULL, pipe), f"vkCreateComputePipelines ({self.name})")
-    self._warm(pipe[0])
+                                       flags=PIPELINE_CREATE_DISPATCH_BASE_BIT), NULL, pipe), f"vkCreateComputePipelines of {self.name}")
+    try: self._warm(pipe[0])
+    except BaseException:
+      lib.vkDestroyPipeline(self.dev.vkdev, pipe[0], NULL)
+      raise
     return pipe[0]
 
   def _warm(self, pipeline):
@@ -94,7 +107,7 @@ class VulkanProgram:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
 
-  def bind(self, dset, bufs, vals) -> tuple[bytes, object]:
+  def bind(self, dset, bufs, vals:tuple[int, ...]|list[int]) -> tuple[bytes, object]:
     """Point the descriptor set at the buffers (views bound at the aligned-down offset), pack the push constants, and pick the
     pipeline specialized for how aligned the views' element offsets are."""
     caps, infos, pc, align = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned
@@ -107,10 +120,10 @@ class VulkanProgram:
       infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]
       pc[i] = o
-    for (off, fmt), v in zip(self.vals, vals): struct.pack_into(fmt, pc, off, v)
+    for (off, fmt), v in zip(self.scalar_fields, vals): struct.pack_into(fmt, pc, off, v)
     if bufs:
-      self.write.dstSet = dset
-      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.write, 0, NULL)
+      self.desc_write.dstSet = dset
+      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.desc_write, 0, NULL)
     if (pipe := self.pipelines.get(align)) is None: pipe = self.pipelines[align] = self._pipeline(align)
     return bytes(pc), pipe
 
@@ -127,7 +140,7 @@ class VulkanProgram:
 
   def split(self, bufs) -> tuple[list, list]:
     """(read-only buffers, written buffers) of a call."""
-    return [b for i, b in enumerate(bufs) if i not in self.writes], [bufs[i] for i in self.writes]
+    return [b for i, b in enumerate(bufs) if i not in self.written], [bufs[i] for i in self.written]
 
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
@@ -138,8 +151,10 @@ class VulkanProgram:
       self.record(batch.cmd, dset, pc, pipeline, groups)
       t1 = batch.timestamp() if t0 is not None else None
       if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
+      batch.names.append(self.name)
     return q.timed_wait(batch, t0, t1) if wait else None
 
+  @suppress_finalizing
   def __del__(self):
     if not getattr(self, "pipelines", None) or self.dev.closed: return
     # a queued dispatch may still use the pipelines: destroy them after everything recorded so far

@@ -1,51 +1,102 @@
 """Recording, barriers, submission and retirement on one VkQueue.
 
 Work is recorded into an open command buffer (a `Batch`) and submitted with a fence on `synchronize()`, a read back, or once
-the batch holds `VULKAN_BATCH` commands. A global memory barrier is recorded only before a command that touches a byte range
-written by a command since the last barrier, or writes a range read since then (tinygrad's `DepsTracker` range logic). The
-tracked ranges survive submission: a barrier also orders against earlier submissions on the same queue, so the first
-dependent command of the next batch gets one.
+the batch holds `VULKAN_BATCH` commands. `Hazards` records a global memory barrier only before a command that touches a byte
+range written since the last barrier, or writes a range read since then (tinygrad's `DepsTracker` range logic); graphs use it
+for their own command buffers too. The queue's ranges survive submission: a barrier also orders against earlier submissions on
+the same queue, so the first dependent command of the next batch gets one.
+
+Faults. Every queue operation holds the queue's lock, so threads take turns. While the main thread holds it, SIGINT is held
+back until the outermost release (`Interrupts`): an interrupt never lands between a submit and its bookkeeping. Fence waits
+return to Python every 100 ms, so an interrupt during a long wait is taken at once and the batch stays tracked. A batch whose
+submit call raised stays open and goes with the next submission. A failed submit, VK_ERROR_DEVICE_LOST, a fence that does not
+signal within VULKAN_TIMEOUT_S seconds, and os.fork() (a child inherits no driver threads) make the queue lost: every later call
+raises the same `DeviceLost`, naming the device and the last kernels of the lost batches.
 """
 from __future__ import annotations
-import collections, decimal, time
-from typing import Callable
-from tinygrad.helpers import getenv, PROFILE, ProfileRangeEvent
+import collections, decimal, os, signal, threading, time
+from typing import Callable, TYPE_CHECKING
+from tinygrad.helpers import PROFILE, ProfileRangeEvent
 from tinygrad.device import Compiled
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError
+if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 STAGES = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
 WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 ACCESS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-QUERIES = 256   # timestamp slots per batch: a batch is flushed when they run out
+QUERIES = 256               # timestamp slots per batch: a batch is flushed when they run out
+WAIT_SLICE_NS = 100_000_000  # a fence wait returns to Python this often: SIGINT is taken during a long wait
+NAMES_SHOWN = 8             # kernels named in a DeviceLost error
+
+class DeviceLost(VulkanError):
+  """The device can no longer be used; every later call on it raises this again."""
 
 Range = tuple[int, int, int]   # (id of the root buffer, start byte, end byte)
 def byte_range(x) -> Range: return (id(x.root), x.offset, x.offset + x.size)
 
+_BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=ACCESS)
+_HOST_BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+_BEGIN = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+
 class Hazards:
-  """Byte ranges read and written since the last barrier, per root buffer; `everything` after an untracked command (a graph)."""
+  """Byte ranges read and written since the last barrier of one command stream, per root buffer; `everything` after a command
+  whose accesses are not tracked (a graph replay)."""
   def __init__(self): self.reads: dict[int, list[tuple[int, int]]] = {}; self.writes: dict[int, list[tuple[int, int]]] = {}; self.everything = False
   @staticmethod
   def _hit(table, k, s, e) -> bool: return any(st < e and s < en for st, en in table.get(k, ()))
-  def conflict(self, reads:list[Range], writes:list[Range]) -> bool:
-    return self.everything or any(self._hit(self.writes, *r) for r in reads + writes) or any(self._hit(self.reads, *w) for w in writes)
-  def add(self, reads:list[Range], writes:list[Range]):
-    for table, rs in ((self.reads, reads), (self.writes, writes)):
+
+  def order(self, cmd, reads:list, writes:list):
+    """Before recording a command that reads and writes these buffers (views): a barrier if it depends on one since the last."""
+    rr, wr = [byte_range(x) for x in reads], [byte_range(x) for x in writes]
+    if self.everything or any(self._hit(self.writes, *r) for r in rr + wr) or any(self._hit(self.reads, *w) for w in wr): self.barrier(cmd)
+    for table, rs in ((self.reads, rr), (self.writes, wr)):
       for k, s, e in rs: table.setdefault(k, []).append((s, e))
-  def dirty(self) -> bool: return self.everything or bool(self.reads) or bool(self.writes)
-  def clear(self): self.reads.clear(); self.writes.clear(); self.everything = False
+
+  def order_all(self, cmd):
+    """Before a command whose accesses are not tracked: ordered after everything since the last barrier, and all after it."""
+    if self.everything or self.reads or self.writes: self.barrier(cmd)
+    self.everything = True
+
+  def barrier(self, cmd):
+    lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
+    self.reads.clear(); self.writes.clear(); self.everything = False
+
+# ---- pools shared by batches and graphs
+
+def descriptor_pool(vkdev, sets:int, descriptors:int):
+  sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": descriptors}])
+  out = ffi.new("VkDescriptorPool*")
+  check(lib.vkCreateDescriptorPool(vkdev, new("VkDescriptorPoolCreateInfo", maxSets=sets, poolSizeCount=1, pPoolSizes=sizes), NULL, out),
+        "vkCreateDescriptorPool")
+  return out[0]
+
+def timestamp_pool(vkdev, count:int):
+  out = ffi.new("VkQueryPool*")
+  check(lib.vkCreateQueryPool(vkdev, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=count), NULL, out),
+        "vkCreateQueryPool")
+  return out[0]
+
+def read_timestamps(q:CommandQueue, pool, first:int, count:int) -> list[int]:
+  """Timestamps of queries that completed, in ticks."""
+  out = ffi.new("uint64_t[]", count)
+  check(lib.vkGetQueryPoolResults(q.vkdev, pool, first, count, ffi.sizeof(out), out, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
+        "vkGetQueryPoolResults")
+  return [v & q.timestamp_mask for v in out]
 
 class Batch:
   """An open command buffer. Used as `with q.prepare(...) as b:`, the queue never submits it while the block records into it."""
   def __init__(self, q:CommandQueue):
     self.q, self.cmd, self.seq, self.ncmds, self.nqueries = q, q.new_command_buffer(), 0, 0, 0
+    self.ended = False   # closed for submission: a batch whose submit call raised keeps it and is submitted by the next flush
     self.fence = ffi.new("VkFence*")
-    check(lib.vkCreateFence(q.device, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
-    self.query_pool = ffi.new("VkQueryPool*")
-    check(lib.vkCreateQueryPool(q.device, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=QUERIES), NULL,
-                                self.query_pool), "vkCreateQueryPool")
+    check(lib.vkCreateFence(q.vkdev, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
+    self.query_pool = timestamp_pool(q.vkdev, QUERIES)
     self.desc_pools: list = []
     self.profile: list[tuple[int, str, bytes|None]] = []   # (first query, kernel name, profile key)
+    self.names: list[str] = []                              # kernels launched, named if the batch is lost
+    self.cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])   # cffi does not keep a struct field's pointee alive: named here
+    self.submit_info = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=self.cmds)
     # reused for every descriptor set allocation: this is on the launch path
     self.set_layout, self.set_out = ffi.new("VkDescriptorSetLayout[1]"), ffi.new("VkDescriptorSet[1]")
     self.set_info = new("VkDescriptorSetAllocateInfo", descriptorSetCount=1, pSetLayouts=self.set_layout)
@@ -54,45 +105,39 @@ class Batch:
   def __exit__(self, *exc): self.q.recorded(self)
 
   def begin(self, seq:int):
-    self.seq, self.ncmds, self.nqueries = seq, 0, 0
-    check(lib.vkBeginCommandBuffer(self.cmd, new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)),
-          "vkBeginCommandBuffer")
-    lib.vkCmdResetQueryPool(self.cmd, self.query_pool[0], 0, QUERIES)
+    check(lib.vkBeginCommandBuffer(self.cmd, _BEGIN), "vkBeginCommandBuffer")
+    lib.vkCmdResetQueryPool(self.cmd, self.query_pool, 0, QUERIES)
+    self.seq, self.ncmds, self.nqueries, self.ended = seq, 0, 0, False
+    self.names.clear()
 
   def alloc_set(self, layout) -> object:
-    """A descriptor set that lives until this batch retires."""
+    """A descriptor set that lives until this batch retires; a new pool when the current one runs out."""
     self.set_layout[0] = layout
     if self.desc_pools:
       self.set_info.descriptorPool = self.desc_pools[-1]
-      res = lib.vkAllocateDescriptorSets(self.q.device, self.set_info, self.set_out)
+      res = lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out)
       if res == 0: return self.set_out[0]
       if res not in (vk.VK_ERROR_OUT_OF_POOL_MEMORY, vk.VK_ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
     self.desc_pools.append(self.q.get_desc_pool())
     self.set_info.descriptorPool = self.desc_pools[-1]
-    check(lib.vkAllocateDescriptorSets(self.q.device, self.set_info, self.set_out), "vkAllocateDescriptorSets")
+    check(lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out), "vkAllocateDescriptorSets")
     return self.set_out[0]
 
   def timestamp(self) -> int|None:
     """Record a timestamp after all earlier commands complete; None when the queue has no timestamps or the batch is full."""
     if not self.q.timestamp_bits or self.nqueries >= QUERIES: return None
-    lib.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool[0], self.nqueries)
+    lib.vkCmdWriteTimestamp(self.cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.query_pool, self.nqueries)
     self.nqueries += 1
     return self.nqueries - 1
 
-  def read_timestamps(self, first:int, count:int) -> list[int]:
-    out = ffi.new("uint64_t[]", count)
-    check(lib.vkGetQueryPoolResults(self.q.device, self.query_pool[0], first, count, ffi.sizeof(out), out, 8,
-                                    vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT), "vkGetQueryPoolResults")
-    return [v & self.q.timestamp_mask for v in out]
-
 class CommandQueue:
-  def __init__(self, dev, device, queue, family:int, timestamp_bits:int, timestamp_period:float):
-    self.dev, self.device, self.queue = dev, device, queue
+  def __init__(self, dev:VulkanDevice, vkdev, vkqueue, family:int, timestamp_bits:int, timestamp_period:float, max_cmds:int, timeout_s:float):
+    self.dev, self.vkdev, self.vkqueue, self.max_cmds, self.timeout_s = dev, vkdev, vkqueue, max_cmds, timeout_s
     self.timestamp_bits, self.timestamp_period = timestamp_bits, timestamp_period
     self.timestamp_mask = (1 << timestamp_bits) - 1 if timestamp_bits < 64 else UINT64_MAX
     pool = ffi.new("VkCommandPool*")
-    check(lib.vkCreateCommandPool(device, new("VkCommandPoolCreateInfo", queueFamilyIndex=family,
-                                              flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), NULL, pool), "vkCreateCommandPool")
+    check(lib.vkCreateCommandPool(vkdev, new("VkCommandPoolCreateInfo", queueFamilyIndex=family,
+                                             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), NULL, pool), "vkCreateCommandPool")
     self.pool = pool[0]
     self.cur: Batch|None = None
     self.inflight: collections.deque[Batch] = collections.deque()
@@ -102,67 +147,91 @@ class CommandQueue:
     self.held = 0   # open `with q.prepare(...)` blocks: the batch they record into must not be submitted under them
     self.hazards = Hazards()
     self.deferred: collections.deque[tuple[int, Callable[[], None]]] = collections.deque()
-    self.max_cmds = getenv("VULKAN_BATCH", 64)
-    self.barrier_info = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=ACCESS)
-    self.host_barrier = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+    self.lock = threading.RLock()
+    self.lost: str|None = None   # why the device is lost: checked by every call
+    self.waiting = False         # in a fence wait, where SIGINT is taken at once
+    interrupts.watch(self)
+
+  def __enter__(self) -> CommandQueue:
+    self.lock.acquire()
+    return self
+  def __exit__(self, *exc): self._release()
+  def _release(self):
+    self.lock.release()
+    if interrupts.pending is not None: interrupts.deliver()
+
+  def check_usable(self):
+    if self.lost is not None: raise DeviceLost(self.lost)
+
+  def lose(self, reason:str):
+    """Nothing recorded or in flight will complete: every later call raises this error."""
+    names = [n for b in [*self.inflight, *([self.cur] if self.cur is not None else [])] for n in b.names]
+    shown = ", ".join(names[-NAMES_SHOWN:]) + (f" (after {len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
+    self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {shown or 'none'}. "
+                 f"Every later use of {self.dev.device} raises this error; restart the process")
+    raise DeviceLost(self.lost)
 
   def new_command_buffer(self, secondary=False):
     out = ffi.new("VkCommandBuffer*")
     level = vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY if secondary else vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
-    check(lib.vkAllocateCommandBuffers(self.device, new("VkCommandBufferAllocateInfo", commandPool=self.pool, level=level,
-                                                        commandBufferCount=1), out), "vkAllocateCommandBuffers")
+    check(lib.vkAllocateCommandBuffers(self.vkdev, new("VkCommandBufferAllocateInfo", commandPool=self.pool, level=level,
+                                                       commandBufferCount=1), out), "vkAllocateCommandBuffers")
     return out[0]
 
-  def get_desc_pool(self):
-    if self.free_desc_pools: return self.free_desc_pools.pop()
-    sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 4096}])
-    out = ffi.new("VkDescriptorPool*")
-    check(lib.vkCreateDescriptorPool(self.device, new("VkDescriptorPoolCreateInfo", maxSets=512, poolSizeCount=1, pPoolSizes=sizes),
-                                     NULL, out), "vkCreateDescriptorPool")
-    return out[0]
+  def get_desc_pool(self): return self.free_desc_pools.pop() if self.free_desc_pools else descriptor_pool(self.vkdev, 512, 4096)
 
   # ---- recording
 
   def batch(self) -> Batch:
-    if self.cur is None:
-      self.cur = self.free.pop() if self.free else Batch(self)
-      self.cur.begin(self.next_seq)
-      self.next_seq += 1
-    return self.cur
+    """The open batch; a new one is begun if there is none. The caller holds the lock."""
+    if (b := self.cur) is None:
+      b = self.free.pop() if self.free else Batch(self)
+      try: b.begin(self.next_seq)
+      except BaseException:
+        self.free.append(b)
+        raise
+      self.cur, self.next_seq = b, self.next_seq + 1
+    return b
 
   def prepare(self, reads:list, writes:list) -> Batch:
-    """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views). Record in a `with` block:
-    a nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and it is submitted only after
-    the outermost block ends."""
-    b = self.batch()
+    """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views), with the queue's lock held
+    until the `with` block ends. A nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and
+    it is submitted only after the outermost block ends."""
+    self.lock.acquire()
+    try:
+      if self.lost is not None: raise DeviceLost(self.lost)
+      b = self.batch()
+      self.hazards.order(b.cmd, reads, writes)
+      for x in reads: x.root.last_use = b.seq
+      for x in writes: x.root.last_use = b.seq
+    except BaseException:
+      self._release()
+      raise
     self.held += 1
-    rr, wr = [byte_range(x) for x in reads], [byte_range(x) for x in writes]
-    if self.hazards.conflict(rr, wr): self.barrier(b.cmd)
-    self.hazards.add(rr, wr)
-    for x in reads: x.root.last_use = b.seq
-    for x in writes: x.root.last_use = b.seq
     return b
 
   def prepare_opaque(self, bufs:list) -> Batch:
-    """The open batch, for a command whose accesses are not tracked one by one (a graph replay, which orders its own kernels):
-    it is ordered after everything recorded since the last barrier, and everything after it is ordered after it."""
-    b = self.batch()
+    """`prepare` for a command whose accesses are not tracked one by one (a graph replay, which orders its own kernels)."""
+    self.lock.acquire()
+    try:
+      if self.lost is not None: raise DeviceLost(self.lost)
+      b = self.batch()
+      self.hazards.order_all(b.cmd)
+      for x in bufs: x.root.last_use = b.seq
+    except BaseException:
+      self._release()
+      raise
     self.held += 1
-    if self.hazards.dirty(): self.barrier(b.cmd)
-    self.hazards.everything = True
-    for x in bufs: x.root.last_use = b.seq
     return b
-
-  def barrier(self, cmd, hazards:Hazards|None=None):
-    lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, self.barrier_info, 0, NULL, 0, NULL)
-    (hazards or self.hazards).clear()
 
   def recorded(self, b:Batch):
     self.held -= 1
     b.ncmds += 1
-    if not self.held and (b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES): self.flush()
+    try:
+      if not self.held and (b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES): self.flush()
+    finally: self._release()
 
-  def copy(self, src, dst, size:int):
+  def copy(self, src, dst, size:int) -> Batch:
     """Queue-ordered copy between two buffers (views) of this device."""
     with self.prepare([src], [dst]) as b:
       region = ffi.new("VkBufferCopy*", {"srcOffset": src.offset, "dstOffset": dst.offset, "size": size})
@@ -172,50 +241,74 @@ class CommandQueue:
   # ---- submission and completion
 
   def flush(self):
-    if (b := self.cur) is None: return
-    if self.held: raise RuntimeError("VULKAN: internal error: submitting a command buffer that is still being recorded")
-    self.cur = None
-    lib.vkCmdPipelineBarrier(b.cmd, STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self.host_barrier, 0, NULL, 0, NULL)
-    check(lib.vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer")
-    cmds = ffi.new("VkCommandBuffer[1]", [b.cmd])
-    check(lib.vkQueueSubmit(self.queue, 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds), b.fence[0]), "vkQueueSubmit")
-    self.inflight.append(b)
-    self.retire()
+    with self:
+      if (b := self.cur) is None: return
+      if self.held: raise RuntimeError("VULKAN: internal error: submitting a command buffer that is still being recorded")
+      self.check_usable()
+      if not b.ended:
+        lib.vkCmdPipelineBarrier(b.cmd, STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, _HOST_BARRIER, 0, NULL, 0, NULL)
+        if (res := lib.vkEndCommandBuffer(b.cmd)) != 0: self.lose(f"vkEndCommandBuffer failed: {result_name(res)}")
+        b.ended = True
+      if (res := lib.vkQueueSubmit(self.vkqueue, 1, b.submit_info, b.fence[0])) != 0: self.lose(f"vkQueueSubmit failed: {result_name(res)}")
+      self.cur = None
+      self.inflight.append(b)
+      self.retire()
 
   def wait(self, seq:int):
     """Block until the batch `seq` (and all before it) completed."""
-    if self.cur is not None and self.cur.seq <= seq: self.flush()
-    while self.inflight and self.inflight[0].seq <= seq:
-      check(lib.vkWaitForFences(self.device, 1, self.inflight[0].fence, 1, UINT64_MAX), "vkWaitForFences")
-      self.retire()
+    with self:
+      self.check_usable()
+      if self.cur is not None and self.cur.seq <= seq: self.flush()
+      while self.inflight and self.inflight[0].seq <= seq:
+        self._wait_fence(self.inflight[0])
+        self.retire()
     self.dev.check_validation()
+
+  def _wait_fence(self, b:Batch):
+    deadline = time.monotonic() + self.timeout_s
+    while True:
+      try:
+        self.waiting = True
+        res = lib.vkWaitForFences(self.vkdev, 1, b.fence, 1, WAIT_SLICE_NS)
+      finally: self.waiting = False
+      if res == 0: return
+      if res != vk.VK_TIMEOUT: self.lose(f"vkWaitForFences failed: {result_name(res)}")
+      if time.monotonic() >= deadline: self.lose(f"a command buffer did not complete within VULKAN_TIMEOUT_S={self.timeout_s:g} seconds")
 
   def synchronize(self): self.wait(self.next_seq - 1)
 
   def idle(self, seq:int) -> bool:
-    if seq > self.done_seq: self.retire()
+    self.check_usable()
+    if seq > self.done_seq:
+      with self: self.retire()
     return seq <= self.done_seq
 
   def retire(self):
-    """Recycle every batch whose fence has signalled, in order, and run what waited for it."""
-    while self.inflight and lib.vkGetFenceStatus(self.device, self.inflight[0].fence[0]) == 0:
-      b = self.inflight.popleft()
+    """Recycle every batch whose fence has signalled, in order, and run what waited for it. The caller holds the lock."""
+    while self.inflight:
+      b = self.inflight[0]
+      if (res := lib.vkGetFenceStatus(self.vkdev, b.fence[0])) == vk.VK_NOT_READY: break
+      if res != 0: self.lose(f"vkGetFenceStatus failed: {result_name(res)}")
+      self.inflight.popleft()
       if b.profile: self._profile(b)
-      for p in b.desc_pools: check(lib.vkResetDescriptorPool(self.device, p, 0), "vkResetDescriptorPool")
+      for p in b.desc_pools: check(lib.vkResetDescriptorPool(self.vkdev, p, 0), "vkResetDescriptorPool")
       self.free_desc_pools += b.desc_pools
       b.desc_pools, b.profile = [], []
-      check(lib.vkResetFences(self.device, 1, b.fence), "vkResetFences")
+      check(lib.vkResetFences(self.vkdev, 1, b.fence), "vkResetFences")
       self.done_seq = b.seq
       self.free.append(b)
     while self.deferred and self.deferred[0][0] <= self.done_seq: self.deferred.popleft()[1]()
 
   def defer(self, seq:int, fn:Callable[[], None]):
-    """Run fn once batch `seq` completed (now if it already has): frees of buffers that queued work may still use."""
-    if seq <= self.done_seq: fn()
-    else: self.deferred.append((seq, fn))
+    """Run fn once batch `seq` completed (now if it already has): frees of objects that queued work may still use. A lost device
+    runs nothing more: what waited for it is left to process exit."""
+    with self:
+      if self.lost is not None: return
+      if seq <= self.done_seq: fn()
+      else: self.deferred.append((seq, fn))
 
   def _profile(self, b:Batch):
-    ts = b.read_timestamps(0, b.nqueries)
+    ts = read_timestamps(self, b.query_pool, 0, b.nqueries)
     for q, name, key in b.profile:
       st, en = (decimal.Decimal(ts[q+i]) * decimal.Decimal(self.timestamp_period) / 1000 for i in (0, 1))
       Compiled.profile_events.append(ProfileRangeEvent(self.dev.device, name, st, en, key))
@@ -225,8 +318,43 @@ class CommandQueue:
     st = time.perf_counter()
     self.wait(b.seq)
     if t0 is None or t1 is None: return time.perf_counter() - st
-    ts = b.read_timestamps(t0, 2)
+    ts = read_timestamps(self, b.query_pool, t0, 2)
     return ((ts[1] - ts[0]) & self.timestamp_mask) * self.timestamp_period * 1e-9
 
   @staticmethod
   def profiling() -> bool: return bool(PROFILE)
+
+class Interrupts:
+  """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
+  released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
+  thread; that handler gets every interrupt. Python runs signal handlers in the main thread only."""
+  def __init__(self): self.queues: list[CommandQueue] = []; self.prev: Callable|None = None; self.pending: tuple|None = None
+
+  def watch(self, q:CommandQueue):
+    self.queues.append(q)
+    if self.prev is None and threading.current_thread() is threading.main_thread() and callable(h := signal.getsignal(signal.SIGINT)):
+      self.prev = h
+      signal.signal(signal.SIGINT, self.handle)
+
+  def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)
+
+  def handle(self, signum, frame):
+    if self._held(): self.pending = (signum, frame)
+    elif self.prev is not None: self.prev(signum, frame)
+
+  def deliver(self):
+    if self.pending is not None and self.prev is not None and not self._held():
+      args, self.pending = self.pending, None
+      self.prev(*args)
+
+  def forked(self):
+    """In a forked child: the driver's threads did not come along, so every device of the parent is lost."""
+    self.pending = None
+    for q in self.queues:
+      q.lock = threading.RLock()   # the parent's may have been held by a thread that does not exist here
+      if q.lost is None:
+        q.lost = (f"{q.dev.device} was opened before os.fork(): a forked child cannot use it (a Vulkan driver does not survive fork). "
+                  f"Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
+
+interrupts = Interrupts()
+os.register_at_fork(after_in_child=interrupts.forked)

@@ -3,6 +3,7 @@
 We call `lib` directly with structs made by `new`: the package's Python wrappers build each struct through several layers of
 Python, which costs tens of microseconds per call on the launch path.
 """
+import os
 from typing import Any
 
 try:
@@ -19,9 +20,11 @@ OOM = (vk.VK_ERROR_OUT_OF_HOST_MEMORY, vk.VK_ERROR_OUT_OF_DEVICE_MEMORY)
 
 class VulkanError(RuntimeError): pass
 
+def result_name(res:int) -> str: return _RESULTS.get(res, str(res))
+
 def check(res:int|None, what:str) -> int|None:
   if res is None or res >= 0: return res   # VK_SUCCESS and the positive status codes (VK_NOT_READY, VK_TIMEOUT, ...)
-  msg = f"{what} failed: {_RESULTS.get(res, res)}"
+  msg = f"{what} failed: {result_name(res)}"
   if res in OOM: raise MemoryError(msg)
   raise VulkanError(msg)
 
@@ -57,3 +60,14 @@ def enumerate_(fn, ctype:str, *args) -> list:
 def cstr(x) -> str: return ffi.string(x).decode(errors="replace")
 
 def version_str(v:int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
+
+def env_number(name:str, default:int|float, minimum:int|float=0):
+  """A numeric switch read from the environment; a malformed value is an error naming the variable (tinygrad's getenv would raise
+  a bare ValueError, and caches the first value it read)."""
+  raw = os.environ.get(name, "")
+  if not raw: return default
+  try: val = type(default)(raw)
+  except ValueError: val = None
+  if val is None or val < minimum or val != val:
+    raise ValueError(f"{name}={raw!r}: expected {'an integer' if isinstance(default, int) else 'a number'} >= {minimum} (default {default})")
+  return val

@@ -8,7 +8,8 @@ Layout of a rendered kernel:
     offsets, so the runtime packs them exactly as it packs C structs;
   - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups;
   - a buffer view inside a kernel (BITCAST/SHRINK of a PARAM) reads an extra declaration aliasing the same binding;
-  - coalesced (float4) loads/stores are n scalar accesses packed into a GLSL vector (the _o offset rules out vector arrays);
+  - coalesced (float4) loads/stores of a global buffer read a vecN declaration of the binding when the view's element offset
+    keeps them aligned (specialization constant _a<slot>, one pipeline per alignment), and are packed from scalars otherwise;
   - bfloat16 is stored as uint16_t, computed in float, and converted with round-to-nearest-even bit math.
 """
 from __future__ import annotations

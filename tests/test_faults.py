@@ -1,0 +1,351 @@
+"""Faults injected by wrapping the Vulkan calls (the `vk_hooks` fixture) or by real signals, forks and threads: each ends in
+correct results or one clear error, never a hang, a crash or silently wrong data."""
+import os, signal, sys, textwrap, time
+import numpy as np
+import pytest
+import vulkan as vk
+from tinygrad import Tensor, Device, dtypes
+from tinygrad.helpers import diskcache_get, diskcache_put
+from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL
+
+pytestmark = pytest.mark.timeout(300)   # a hang fails the test instead of the suite
+
+@pytest.fixture
+def launched(monkeypatch) -> list[str]:
+  """The names of the kernels launched, in order."""
+  from tinygrad_vk.program import VulkanProgram
+  names, orig = [], VulkanProgram.__call__
+  def call(self, *args, **kw):
+    names.append(self.name)
+    return orig(self, *args, **kw)
+  monkeypatch.setattr(VulkanProgram, "__call__", call)
+  return names
+
+def later_uses(dev:str, t:Tensor) -> list:
+  """Every kind of use of a device: reading an existing tensor, a kernel, an upload, a synchronisation."""
+  return [lambda: t.numpy(), lambda: (t + 1).realize(), lambda: Tensor(data(7), device=dev).realize(), lambda: Device[dev].synchronize()]
+
+def assert_lost(dev:str, t:Tensor, msg:str):
+  for use in later_uses(dev, t):
+    st = time.perf_counter()
+    with pytest.raises(RuntimeError) as e: use()
+    assert str(e.value) == msg and time.perf_counter() - st < 1, f"a later use should raise the same error at once, got {e.value!r}"
+
+# ---- device lost, timeouts
+
+def test_device_lost_on_submit(vk_hooks, launched):
+  dev = fresh_device()
+  x = data(1001)
+  a = Tensor(x, device=dev).realize()
+  vk_hooks["vkQueueSubmit"] = lambda real, *args: vk.VK_ERROR_DEVICE_LOST
+  with pytest.raises(RuntimeError) as e: (a * 2 + 1).numpy()
+  msg = str(e.value)
+  assert dev in msg and "VK_ERROR_DEVICE_LOST" in msg and launched[-1] in msg, msg
+  vk_hooks.clear()
+  assert_lost(dev, a, msg)
+
+def test_device_lost_in_fence_wait(vk_hooks, launched):
+  dev = fresh_device()
+  a = Tensor(data(1001), device=dev).realize()
+  vk_hooks["vkWaitForFences"] = lambda real, *args: vk.VK_ERROR_DEVICE_LOST
+  vk_hooks["vkGetFenceStatus"] = lambda real, *args: vk.VK_NOT_READY
+  with pytest.raises(RuntimeError) as e: (a * 3 - 1).numpy()
+  msg = str(e.value)
+  assert dev in msg and "VK_ERROR_DEVICE_LOST" in msg and launched[-1] in msg, msg
+  vk_hooks.clear()
+  assert_lost(dev, a, msg)
+
+def test_fence_wait_times_out(vk_hooks, monkeypatch, launched):
+  # a kernel that never ends: the fence never signals; the wait gives up after VULKAN_TIMEOUT_S
+  monkeypatch.setenv("VULKAN_TIMEOUT_S", "0.5")
+  dev = fresh_device()
+  a = Tensor(data(1001), device=dev).realize()
+  vk_hooks["vkWaitForFences"] = lambda real, *args: vk.VK_TIMEOUT
+  vk_hooks["vkGetFenceStatus"] = lambda real, *args: vk.VK_NOT_READY
+  st = time.perf_counter()
+  with pytest.raises(RuntimeError) as e: (a * 5).numpy()
+  assert time.perf_counter() - st < 10
+  msg = str(e.value)
+  assert dev in msg and "VULKAN_TIMEOUT_S=0.5" in msg and launched[-1] in msg, msg
+  vk_hooks.clear()
+  assert_lost(dev, a, msg)
+
+# ---- objects that cannot be created
+
+def test_pipeline_creation_failure_names_the_kernel_and_frees_its_module(vk_hooks):
+  modules = []
+  vk_hooks["vkCreateShaderModule"] = lambda real, dev, info, alloc, out: (r := real(dev, info, alloc, out), modules.append(out[0]))[0]
+  vk_hooks["vkDestroyShaderModule"] = lambda real, dev, mod, alloc: (modules.remove(mod), real(dev, mod, alloc))[1]
+  vk_hooks["vkCreateComputePipelines"] = lambda real, *args: vk.VK_ERROR_UNKNOWN
+  with pytest.raises(RuntimeError) as e: glsl_program(SIMPLE_GLSL, name="E_pipeline_fault")
+  assert "E_pipeline_fault" in str(e.value) and "VK_ERROR_UNKNOWN" in str(e.value), str(e.value)
+  assert not modules, "the shader module of the failed program leaked"
+  del vk_hooks["vkCreateComputePipelines"]
+  x = data(513)
+  np.testing.assert_array_equal((Tensor(x) * 7).numpy(), x * 7)   # the device is fine
+
+def test_descriptor_pool_exhaustion_takes_a_new_pool(vk_hooks, monkeypatch):
+  q = Device["VULKAN"].queue
+  monkeypatch.setattr(q, "max_cmds", 64)
+  a, b = Tensor(data(777)).realize(), Tensor(data(777)).realize()
+  (a + b).realize()   # compiled, and the open batch has a pool
+  pools, fail = [], [True]
+  vk_hooks["vkCreateDescriptorPool"] = lambda real, dev, info, alloc, out: (r := real(dev, info, alloc, out), pools.append(out[0]))[0]
+  def alloc(real, *args):
+    if fail and not fail.pop(): pass
+    elif not fail and not pools: return vk.VK_ERROR_OUT_OF_POOL_MEMORY   # the batch's current pool is full, once
+    return real(*args)
+  vk_hooks["vkAllocateDescriptorSets"] = alloc
+  c = a * b - a
+  np.testing.assert_allclose(c.numpy(), a.numpy() * b.numpy() - a.numpy(), rtol=1e-6)
+  assert len(pools) == 1
+
+def test_begin_command_buffer_failure_is_an_error_not_a_crash():
+  r = run_python("""
+import numpy as np, vulkan as vk
+from tinygrad import Tensor, Device
+from tinygrad_vk import queue
+x = np.arange(1, 1002, dtype=np.float32)
+a = Tensor(x).realize()
+Device["VULKAN"].synchronize()
+real, calls = queue.lib, []
+class Lib:
+  def __getattr__(self, k): return getattr(real, k)
+  def vkBeginCommandBuffer(self, *args):
+    calls.append(1)
+    return vk.VK_ERROR_OUT_OF_HOST_MEMORY if len(calls) == 1 else real.vkBeginCommandBuffer(*args)
+queue.lib = Lib()
+try: (a * 2).numpy(); print("no error")
+except MemoryError as e: print("error:", e)
+np.testing.assert_array_equal((a * 3).numpy(), x * 3)
+np.testing.assert_array_equal(a.numpy(), x)
+print("ok")""")
+  assert r.returncode == 0 and "error: vkBeginCommandBuffer failed: VK_ERROR_OUT_OF_HOST_MEMORY" in r.stdout and "ok" in r.stdout, \
+    r.stdout + r.stderr[-3000:]
+
+# ---- interrupts: a real SIGINT, taken by Python's handler wherever the interpreter checks for signals
+
+def sigint(): signal.raise_signal(signal.SIGINT)
+
+def interrupted(hooks, name:str, before:bool):
+  """Hook `name` once: SIGINT just before or just after the real call."""
+  def hook(real, *args):
+    del hooks[name]
+    if before: sigint()
+    r = real(*args)
+    if not before: sigint()
+    return r
+  hooks[name] = hook
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_interrupt_around_submit_loses_nothing(vk_hooks, before):
+  q = Device["VULKAN"].queue
+  x = data(40009)
+  a = Tensor(x).realize()
+  c = (a * 2 + 1).contiguous()
+  seq = []
+  interrupted(vk_hooks, "vkQueueSubmit", before)
+  orig = vk_hooks["vkQueueSubmit"]
+  vk_hooks["vkQueueSubmit"] = lambda real, *args: (seq.append(q.next_seq - 1), orig(real, *args))[1]
+  with pytest.raises(KeyboardInterrupt): c.numpy()
+  vk_hooks.clear()
+  # the batch was submitted and is tracked (a read waits for it), or is still open and goes with the next submission
+  assert q.done_seq >= seq[0] or any(b.seq == seq[0] for b in q.inflight) or (q.cur is not None and q.cur.seq == seq[0])
+  np.testing.assert_array_equal(c.numpy(), ref := x * 2 + 1)
+  np.testing.assert_array_equal((c - a).numpy(), ref - x)
+
+def test_exception_before_submit_resubmits(vk_hooks):
+  # an exception out of the submit call (the call never ran): the batch stays open and goes with the next submission
+  x = data(40009)
+  a = Tensor(x).realize()
+  c = (a * 4 - 3).contiguous()
+  def fail(real, *args):
+    del vk_hooks["vkQueueSubmit"]
+    raise KeyboardInterrupt
+  vk_hooks["vkQueueSubmit"] = fail
+  with pytest.raises(KeyboardInterrupt): c.numpy()
+  np.testing.assert_array_equal(c.numpy(), x * 4 - 3)
+
+def test_interrupt_during_wait(vk_hooks):
+  x = data(40009)
+  a = Tensor(x).realize()
+  c = (a * 0.5 + 2).contiguous()
+  interrupted(vk_hooks, "vkWaitForFences", before=True)
+  with pytest.raises(KeyboardInterrupt): c.numpy()
+  np.testing.assert_array_equal(c.numpy(), x * np.float32(0.5) + np.float32(2))
+  np.testing.assert_array_equal((a + 1).numpy(), x + 1)
+
+def test_interrupt_while_recording(vk_hooks):
+  # SIGINT inside a launch: taken once the launch is recorded, and the work goes out with the next submission
+  x = data(40009)
+  a = Tensor(x).realize()
+  (a * 9).realize()
+  c = (a * 9).contiguous()
+  interrupted(vk_hooks, "vkCmdDispatch", before=True)
+  with pytest.raises(KeyboardInterrupt): c.realize()
+  vk_hooks.clear()
+  np.testing.assert_array_equal((a + 2).numpy(), x + 2)
+  assert Device["VULKAN"].queue.held == 0
+
+BUSY = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)   # a shell starts background jobs with SIGINT ignored
+import numpy as np
+from tinygrad import Tensor
+x = np.random.default_rng(0).uniform(-1, 1, 100003).astype(np.float32)
+t = Tensor(x).realize()
+print("ready", flush=True)
+while True:
+  for _ in range(3): t = (t * 1.0001 + 0.5).contiguous().realize()
+  t.numpy()
+"""
+
+def test_sigint_of_a_busy_process_exits(tmp_path):
+  import subprocess
+  for delay in (0.3, 0.7, 1.1):
+    p = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "DEV": "VULKAN"})
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    p.send_signal(signal.SIGINT)
+    try: _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+      p.kill()
+      pytest.fail("still running 60 s after SIGINT")
+    # an unhandled KeyboardInterrupt ends Python by SIGINT itself (returncode -2), after the traceback
+    assert p.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt"), (p.returncode, err[-3000:])
+
+# ---- processes and threads
+
+FORK = """
+import os, numpy as np
+from tinygrad import Tensor
+x = np.arange(1, 1002, dtype=np.float32)
+t = Tensor(x).realize()
+np.testing.assert_array_equal((t * 2).numpy(), x * 2)
+pid = os.fork()
+if pid == 0:
+  try: print("child", "correct" if np.array_equal((t * 3 + 1).numpy(), x * 3 + 1) else "WRONG", flush=True)
+  except RuntimeError as e: print("child error:", e, flush=True)
+  os._exit(0)
+os.waitpid(pid, 0)
+np.testing.assert_array_equal((t * 5).numpy(), x * 5)
+print("parent ok", flush=True)
+"""
+
+def test_fork_after_use():
+  r = run_python(FORK, timeout=120)
+  assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr[-3000:]
+  assert "child correct" in r.stdout or "child error: VULKAN" in r.stdout and "fork" in r.stdout, r.stdout + r.stderr[-3000:]
+
+POOL = """
+import multiprocessing as mp, sys, numpy as np
+from tinygrad import Tensor
+def work(i):
+  try: return "ok" if (Tensor(np.arange(100, dtype=np.float32)) * i).sum().item() == 4950 * i else "WRONG"
+  except RuntimeError as e: return "error: " + str(e)
+if __name__ == "__main__":
+  assert (Tensor([1.0, 2.0]) * 2).tolist() == [2.0, 4.0]   # the parent used VULKAN
+  with mp.get_context(sys.argv[1]).Pool(2) as p: res = p.map_async(work, range(1, 5)).get(240)
+  print(res)
+  assert all(r == "ok" for r in res) or all(r.startswith("error: VULKAN") and "fork" in r for r in res), res
+  assert (Tensor([1.0, 2.0]) * 3).tolist() == [3.0, 6.0]
+  print("pool ok")
+"""
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing_pool(tmp_path, method):
+  import subprocess
+  (script := tmp_path / "pool.py").write_text(POOL)
+  r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=280, env={**os.environ, "DEV": "VULKAN"})
+  assert r.returncode == 0 and "pool ok" in r.stdout, r.stdout + r.stderr[-3000:]
+
+THREADS = """
+import threading, numpy as np
+from tinygrad import Tensor, Device
+from tinygrad.uop.ops import Ops
+from tinygrad.codegen import to_program
+dev, N = Device["VULKAN"], 4099
+t = (Tensor.empty(N) * 1.5 + Tensor.empty(N)).contiguous()
+prg = to_program(next(c for c in t.schedule_linear().src if c.src[0].op is Ops.SINK).src[0], dev.renderer)
+kernel, (gs, ls) = dev.runtime(prg.to_elf()), prg.arg.launch_dims({})
+alloc, results = dev.allocator, {}
+def work(k):
+  # the backend's surface, as tinygrad drives it: allocate, upload, launch, read back, free
+  try:
+    x, y = (np.random.default_rng(k).uniform(-1, 1, N).astype(np.float32) for _ in range(2))
+    a, b, out = (alloc.alloc(4 * N) for _ in range(3))
+    alloc._copyin(a, memoryview(x)); alloc._copyin(b, memoryview(y))
+    for i in range(40):
+      kernel(out, a, b, global_size=gs, local_size=ls)
+      x = x * np.float32(1.5) + y
+      if i % 4 == 3:
+        got = np.empty(N, np.float32)
+        alloc._copyout(memoryview(got), out)
+        np.testing.assert_array_equal(got, x)
+      a, out = out, a
+    for buf in (a, b, out): alloc.free(buf, 4 * N)
+    results[k] = "ok"
+  except Exception as e: results[k] = repr(e)
+ts = [threading.Thread(target=work, args=(k,), daemon=True) for k in (1, 2, 3)]
+for t in ts: t.start()
+for t in ts: t.join(200)
+print("hung" if any(t.is_alive() for t in ts) else sorted(results.items()), flush=True)
+"""
+
+def test_threads_launch_at_once():
+  # tinygrad itself is not thread-safe above the backend (its disk cache connection belongs to the thread that opened it, and a
+  # Context set by one thread is seen by all), so the threads drive the runtime directly
+  r = run_python(THREADS, timeout=280)
+  assert r.returncode == 0 and r.stdout.strip() == "[(1, 'ok'), (2, 'ok'), (3, 'ok')]", r.stdout + r.stderr[-3000:]
+
+# ---- the SPIR-V disk cache
+
+def damage(spv:bytes, how:str) -> bytes:
+  w = bytearray(spv)
+  if how == "zero_word_count": w[5*4+2:5*4+4] = b"\0\0"         # the first instruction's word count
+  elif how == "bit_flip": w[len(w) // 2] ^= 0x10                  # an operand in the middle of the module
+  elif how == "truncated": w = w[:len(w) // 2]
+  elif how == "truncated_odd": w = w[:len(w) - 6]
+  elif how == "garbage": w = bytearray(os.urandom(len(w)))
+  return bytes(w)
+
+@pytest.mark.parametrize("how", ["zero_word_count", "bit_flip", "truncated", "truncated_odd", "garbage"])
+def test_damaged_spirv_cache_entry_is_recompiled(how):
+  k = float(np.random.default_rng().integers(1, 1 << 20)) + 0.5   # a kernel of its own: no other test reads its cache entry
+  x = data(1031)
+  comp = Device["VULKAN"].compiler
+  src = kernel_sources(Tensor(x) * k + 1)[0]   # compiles it: now in the disk cache
+  entry = diskcache_get(comp.cachekey, src)
+  assert entry is not None, "the kernel should be in the disk cache"
+  spv = entry[1] if isinstance(entry, tuple) else entry
+  diskcache_put(comp.cachekey, src, (entry[0], damage(spv, how)) if isinstance(entry, tuple) else damage(spv, how))
+  np.testing.assert_array_equal((Tensor(x) * k + 1).numpy(), x * np.float32(k) + 1)
+  assert comp.compile_cached(src) == comp.compile(src), "the damaged entry should have been replaced"
+
+# ---- setup errors
+
+def test_missing_tools_are_one_readable_line(tmp_path):
+  import shutil
+  (bin_ := tmp_path / "bin").mkdir()
+  (bin_ / "glslangValidator").symlink_to(shutil.which("glslangValidator"))
+  code = "from tinygrad import Tensor; print((Tensor([1.0, 2.0]) * 3).tolist())"
+  r = run_python(code, {"PATH": str(bin_), "CACHELEVEL": "0"})
+  assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools", r.stderr[-2000:]
+  r = run_python(code, {"PATH": str(tmp_path / "nothing"), "CACHELEVEL": "0"})
+  assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == "RuntimeError: VULKAN: glslangValidator not found on PATH; install glslang-tools", r.stderr[-2000:]
+
+@pytest.mark.parametrize("name", ["VULKAN:abc", "VULKAN:-1", "VULKAN:1.5"])
+def test_bad_device_name(name):
+  with pytest.raises(RuntimeError, match=f"{name}.*VULKAN:<n>"): Device[name]
+
+@pytest.mark.parametrize("var,value", [("VULKAN_BATCH", "abc"), ("VULKAN_BATCH", "0"), ("VULKAN_TIMEOUT_S", "soon"), ("VULKAN_TIMEOUT_S", "-1"),
+                                       ("VULKAN_DISABLE", "f16,bogus")])
+def test_bad_switch_names_the_variable(monkeypatch, var, value):
+  monkeypatch.setenv(var, value)
+  with pytest.raises((RuntimeError, ValueError), match=var) as e: Device["VULKAN:15"]
+  assert repr(value) in str(e.value) or value.split(",")[-1] in str(e.value)
+
+def test_bad_device_list():
+  r = run_python("from tinygrad import Tensor; Tensor([1.0]).numpy()", {"VULKAN_DEVICES": "-1"})
+  assert r.returncode != 0 and "VULKAN_DEVICES='-1'" in r.stderr.strip().splitlines()[-1], r.stderr[-2000:]
