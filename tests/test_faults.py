@@ -1,12 +1,11 @@
 """Faults injected by wrapping the Vulkan calls (the `vk_hooks` fixture) or by real signals, forks and threads: each ends in
 correct results or one clear error, never a hang, a crash or silently wrong data."""
-import os, signal, sys, textwrap, time
+import os, signal, sys, time
 import numpy as np
 import pytest
 import vulkan as vk
 from tinygrad import Tensor, Device, dtypes
-from tinygrad.helpers import diskcache_get, diskcache_put
-from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL
+from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry
 
 pytestmark = pytest.mark.timeout(300)   # a hang fails the test instead of the suite
 
@@ -119,7 +118,7 @@ try: (a * 2).numpy(); print("no error")
 except MemoryError as e: print("error:", e)
 np.testing.assert_array_equal((a * 3).numpy(), x * 3)
 np.testing.assert_array_equal(a.numpy(), x)
-print("ok")""")
+print("ok")""", {"VULKAN_VALIDATION": "1"})   # recording into a command buffer that never began: a crash, or a validation message
   assert r.returncode == 0 and "error: vkBeginCommandBuffer failed: VK_ERROR_OUT_OF_HOST_MEMORY" in r.stdout and "ok" in r.stdout, \
     r.stdout + r.stderr[-3000:]
 
@@ -301,27 +300,33 @@ def test_threads_launch_at_once():
 
 # ---- the SPIR-V disk cache
 
-def damage(spv:bytes, how:str) -> bytes:
-  w = bytearray(spv)
-  if how == "zero_word_count": w[5*4+2:5*4+4] = b"\0\0"         # the first instruction's word count
-  elif how == "bit_flip": w[len(w) // 2] ^= 0x10                  # an operand in the middle of the module
-  elif how == "truncated": w = w[:len(w) // 2]
-  elif how == "truncated_odd": w = w[:len(w) - 6]
-  elif how == "garbage": w = bytearray(os.urandom(len(w)))
-  return bytes(w)
-
-@pytest.mark.parametrize("how", ["zero_word_count", "bit_flip", "truncated", "truncated_odd", "garbage"])
+@pytest.mark.parametrize("how", DAMAGE)
 def test_damaged_spirv_cache_entry_is_recompiled(how):
-  k = float(np.random.default_rng().integers(1, 1 << 20)) + 0.5   # a kernel of its own: no other test reads its cache entry
-  x = data(1031)
   comp = Device["VULKAN"].compiler
-  src = kernel_sources(Tensor(x) * k + 1)[0]   # compiles it: now in the disk cache
-  entry = diskcache_get(comp.cachekey, src)
-  assert entry is not None, "the kernel should be in the disk cache"
-  spv = entry[1] if isinstance(entry, tuple) else entry
-  diskcache_put(comp.cachekey, src, (entry[0], damage(spv, how)) if isinstance(entry, tuple) else damage(spv, how))
-  np.testing.assert_array_equal((Tensor(x) * k + 1).numpy(), x * np.float32(k) + 1)
-  assert comp.compile_cached(src) == comp.compile(src), "the damaged entry should have been replaced"
+  k = float(np.random.default_rng().integers(1, 1 << 20)) + 0.5   # a kernel of its own: no other test reads its cache entry
+  src = kernel_sources(Tensor(data(1031)) * k + 1)[0]             # compiles it: now in the disk cache
+  damage_entry(comp.cachekey, src, how)
+  assert comp.compile_cached(src) == comp.compile(src), "the damaged entry should have been compiled again"
+  assert comp.compile_cached(src) == comp.compile(src), "and replaced"
+
+CACHED_RUN = """
+import os, sys, numpy as np
+sys.path.insert(0, "tests")
+from tinygrad import Tensor, Device
+from util import kernel_sources, DAMAGE, damage_entry
+x = np.linspace(-3, 3, 1031, dtype=np.float32)
+for i, how in enumerate(DAMAGE):   # a kernel per kind of damage, in a disk cache of its own
+  if os.environ["STEP"] == "damage": damage_entry(Device["VULKAN"].compiler.cachekey, kernel_sources(Tensor(x) * (i + 1.25) + 1)[0], how)
+  else: print(how, np.array_equal((Tensor(x) * (i + 1.25) + 1).numpy(), x * np.float32(i + 1.25) + 1), flush=True)
+"""
+
+def test_damaged_cache_entries_in_a_new_process(tmp_path):
+  # a new process reads the damaged entries (this one would use the programs it already built): correct results, no hang or crash
+  env = {"CACHEDB": str(tmp_path / "cache.db")}
+  r = run_python(CACHED_RUN, {**env, "STEP": "damage"}, timeout=120)
+  assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+  r = run_python(CACHED_RUN, {**env, "STEP": "run"}, timeout=120)
+  assert r.returncode == 0 and r.stdout.split() == [w for how in DAMAGE for w in (how, "True")], r.stdout + r.stderr[-3000:]
 
 # ---- setup errors
 

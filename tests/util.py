@@ -6,7 +6,7 @@ from tinygrad.device import TinyELF
 from tinygrad.uop.ops import Ops, UOp, KernelInfo, buffers
 from tinygrad.codegen import to_program
 from tinygrad.engine.realize import run_linear
-from tinygrad.helpers import Context, Target
+from tinygrad.helpers import Context, Target, diskcache_get, diskcache_put
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 rng = np.random.default_rng(1234)
@@ -88,3 +88,23 @@ class BindSpy:
     monkeypatch.setattr(VulkanProgram, "bind", bind)
   def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
   def variant_used(self, slot:int) -> bool: return any(key[slot] != aligned[slot] for _, key, aligned in self.binds)
+
+# ---- damaged SPIR-V disk-cache entries
+
+DAMAGE = ["zero_word_count", "bit_flip", "truncated", "truncated_odd", "garbage"]
+
+def damage(spv:bytes, how:str) -> bytes:
+  w = bytearray(spv)
+  if how == "zero_word_count": w[5*4+2:5*4+4] = b"\0\0"         # the first instruction's word count
+  elif how == "bit_flip": w[len(w) // 2] ^= 0x10                  # an operand in the middle of the module
+  elif how == "truncated": w = w[:len(w) // 2]
+  elif how == "truncated_odd": w = w[:len(w) - 6]
+  elif how == "garbage": w = bytearray(os.urandom(len(w)))
+  return bytes(w)
+
+def damage_entry(table:str, src:str, how:str):
+  """Damage the SPIR-V of a disk-cache entry in place, whatever else the entry holds."""
+  entry = diskcache_get(table, src)
+  assert entry is not None, "the kernel should be in the disk cache"
+  if isinstance(entry, tuple): diskcache_put(table, src, tuple(damage(e, how) if i == len(entry) - 1 else e for i, e in enumerate(entry)))
+  else: diskcache_put(table, src, damage(entry, how))
