@@ -5,18 +5,23 @@ import numpy as np
 import pytest
 import vulkan as vk
 from tinygrad import Tensor, Device, dtypes
+from tinygrad_vk.vk import ERROR_OUT_OF_POOL_MEMORY
 from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry
 
 pytestmark = pytest.mark.timeout(300)   # a hang fails the test instead of the suite
 
 @pytest.fixture
 def launched(monkeypatch) -> list[str]:
-  """The names of the kernels launched, in order."""
+  """The names of the kernels built (their pipeline warm-up is recorded) and launched, in order."""
   from tinygrad_vk.program import VulkanProgram
-  names, orig = [], VulkanProgram.__call__
+  names, orig_init, orig_call = [], VulkanProgram.__init__, VulkanProgram.__call__
+  def init(self, dev, obj):
+    names.append(obj.name)
+    orig_init(self, dev, obj)
   def call(self, *args, **kw):
     names.append(self.name)
-    return orig(self, *args, **kw)
+    return orig_call(self, *args, **kw)
+  monkeypatch.setattr(VulkanProgram, "__init__", init)
   monkeypatch.setattr(VulkanProgram, "__call__", call)
   return names
 
@@ -84,20 +89,20 @@ def test_pipeline_creation_failure_names_the_kernel_and_frees_its_module(vk_hook
   np.testing.assert_array_equal((Tensor(x) * 7).numpy(), x * 7)   # the device is fine
 
 def test_descriptor_pool_exhaustion_takes_a_new_pool(vk_hooks, monkeypatch):
+  # VK_ERROR_OUT_OF_POOL_MEMORY is -1000069000; the `vulkan` package says +1000069000. Before: the real code raised.
   q = Device["VULKAN"].queue
   monkeypatch.setattr(q, "max_cmds", 64)
   a, b = Tensor(data(777)).realize(), Tensor(data(777)).realize()
   (a + b).realize()   # compiled, and the open batch has a pool
-  pools, fail = [], [True]
-  vk_hooks["vkCreateDescriptorPool"] = lambda real, dev, info, alloc, out: (r := real(dev, info, alloc, out), pools.append(out[0]))[0]
+  taken, orig = [], q.get_desc_pool
+  monkeypatch.setattr(q, "get_desc_pool", lambda: (taken.append(1), orig())[1])
   def alloc(real, *args):
-    if fail and not fail.pop(): pass
-    elif not fail and not pools: return vk.VK_ERROR_OUT_OF_POOL_MEMORY   # the batch's current pool is full, once
-    return real(*args)
+    del vk_hooks["vkAllocateDescriptorSets"]
+    return ERROR_OUT_OF_POOL_MEMORY   # the batch's pool is full
   vk_hooks["vkAllocateDescriptorSets"] = alloc
   c = a * b - a
   np.testing.assert_allclose(c.numpy(), a.numpy() * b.numpy() - a.numpy(), rtol=1e-6)
-  assert len(pools) == 1
+  assert ERROR_OUT_OF_POOL_MEMORY == -1000069000 and len(taken) == 1
 
 def test_begin_command_buffer_failure_is_an_error_not_a_crash():
   r = run_python("""
@@ -122,7 +127,9 @@ print("ok")""", {"VULKAN_VALIDATION": "1"})   # recording into a command buffer 
   assert r.returncode == 0 and "error: vkBeginCommandBuffer failed: VK_ERROR_OUT_OF_HOST_MEMORY" in r.stdout and "ok" in r.stdout, \
     r.stdout + r.stderr[-3000:]
 
-# ---- interrupts: a real SIGINT, taken by Python's handler wherever the interpreter checks for signals
+# ---- interrupts: a real SIGINT, taken by Python's handler wherever the interpreter checks for signals. The kernels are built
+# before: an interrupt that stops tinygrad before a launch leaves that kernel's output unwritten on any device (Tensor.realize
+# marks the outputs realized before it runs the schedule), which no backend can change.
 
 def sigint(): signal.raise_signal(signal.SIGINT)
 
@@ -141,6 +148,7 @@ def test_interrupt_around_submit_loses_nothing(vk_hooks, before):
   q = Device["VULKAN"].queue
   x = data(40009)
   a = Tensor(x).realize()
+  (Tensor(data(40009)) * 2 + 1).contiguous().realize()   # built first: the interrupt comes around a launch's submit, whatever the batch size
   c = (a * 2 + 1).contiguous()
   seq = []
   interrupted(vk_hooks, "vkQueueSubmit", before)
@@ -157,6 +165,7 @@ def test_exception_before_submit_resubmits(vk_hooks):
   # an exception out of the submit call (the call never ran): the batch stays open and goes with the next submission
   x = data(40009)
   a = Tensor(x).realize()
+  (Tensor(data(40009)) * 4 - 3).contiguous().realize()   # built first (see above)
   c = (a * 4 - 3).contiguous()
   def fail(real, *args):
     del vk_hooks["vkQueueSubmit"]
@@ -169,8 +178,14 @@ def test_interrupt_during_wait(vk_hooks):
   x = data(40009)
   a = Tensor(x).realize()
   c = (a * 0.5 + 2).contiguous()
-  interrupted(vk_hooks, "vkWaitForFences", before=True)
+  vk_hooks["vkGetFenceStatus"] = lambda real, *args: vk.VK_NOT_READY   # not done yet, whatever the batch size: the read waits
+  def wait(real, *args):
+    vk_hooks.clear()
+    sigint()
+    return real(*args)
+  vk_hooks["vkWaitForFences"] = wait
   with pytest.raises(KeyboardInterrupt): c.numpy()
+  assert not vk_hooks, "the read should have waited"
   np.testing.assert_array_equal(c.numpy(), x * np.float32(0.5) + np.float32(2))
   np.testing.assert_array_equal((a + 1).numpy(), x + 1)
 

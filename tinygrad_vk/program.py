@@ -62,7 +62,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     # built here, the others when a view with that alignment first shows up.
     self.aligned = (VEC_ALIGN,) * len(bufs)
     try: self.pipelines[self.aligned] = self._pipeline(self.aligned)
-    except BaseException:
+    except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
       raise
 
@@ -77,8 +77,9 @@ class VulkanProgram(Program["VulkanDevice"]):
     check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
                                        flags=PIPELINE_CREATE_DISPATCH_BASE_BIT), NULL, pipe), f"vkCreateComputePipelines of {self.name}")
     try: self._warm(pipe[0])
-    except BaseException:
-      lib.vkDestroyPipeline(self.dev.vkdev, pipe[0], NULL)
+    except BaseException:   # the warm-up may be recorded already: the pipeline goes once the queue is done with it
+      dev, p = self.dev, pipe[0]
+      dev.queue.defer(dev.queue.next_seq - 1, lambda: lib.vkDestroyPipeline(dev.vkdev, p, NULL))
       raise
     return pipe[0]
 
@@ -89,6 +90,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     q, scratch = self.dev.queue, self.dev.scratch
     # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
     with q.prepare([], [scratch]) as b:
+      b.names.append(f"{self.name} (pipeline warm-up)")
       dset = b.alloc_set(self.set_layout) if self.itemsize else None
       if dset is not None:
         n = len(self.itemsize)

@@ -18,7 +18,7 @@ import collections, decimal, os, signal, threading, time
 from typing import Callable, TYPE_CHECKING
 from tinygrad.helpers import PROFILE, ProfileRangeEvent
 from tinygrad.device import Compiled
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError, ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 UINT64_MAX = 0xFFFFFFFFFFFFFFFF
@@ -117,7 +117,7 @@ class Batch:
       self.set_info.descriptorPool = self.desc_pools[-1]
       res = lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out)
       if res == 0: return self.set_out[0]
-      if res not in (vk.VK_ERROR_OUT_OF_POOL_MEMORY, vk.VK_ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
+      if res not in (ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
     self.desc_pools.append(self.q.get_desc_pool())
     self.set_info.descriptorPool = self.desc_pools[-1]
     check(lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out), "vkAllocateDescriptorSets")
@@ -184,6 +184,7 @@ class CommandQueue:
 
   def batch(self) -> Batch:
     """The open batch; a new one is begun if there is none. The caller holds the lock."""
+    if self.cur is not None and self.cur.ended: self.flush()   # closed by a flush whose submit call raised: it goes first
     if (b := self.cur) is None:
       b = self.free.pop() if self.free else Batch(self)
       try: b.begin(self.next_seq)

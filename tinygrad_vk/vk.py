@@ -14,8 +14,12 @@ except OSError as e:  # the package dlopens libvulkan at import
                      "(mesa-vulkan-drivers gives lavapipe on any CPU)") from e
 
 NULL = ffi.NULL
-_RESULTS = {getattr(vk, n): n for n in dir(vk) if n.startswith(("VK_ERROR_", "VK_NOT_READY", "VK_TIMEOUT", "VK_INCOMPLETE"))
+# the `vulkan` package gives the error codes that extensions added a positive value (VK_ERROR_OUT_OF_POOL_MEMORY = 1000069000):
+# every VkResult error is negative
+def _result(name:str) -> int: return -abs(getattr(vk, name)) if name.startswith("VK_ERROR_") else getattr(vk, name)
+_RESULTS = {_result(n): n for n in dir(vk) if n.startswith(("VK_ERROR_", "VK_NOT_READY", "VK_TIMEOUT", "VK_INCOMPLETE"))
             and isinstance(getattr(vk, n), int)}
+ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL = _result("VK_ERROR_OUT_OF_POOL_MEMORY"), _result("VK_ERROR_FRAGMENTED_POOL")
 OOM = (vk.VK_ERROR_OUT_OF_HOST_MEMORY, vk.VK_ERROR_OUT_OF_DEVICE_MEMORY)
 
 class VulkanError(RuntimeError): pass
