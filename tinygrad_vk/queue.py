@@ -26,6 +26,7 @@ STAGES = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER
 WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 ACCESS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 QUERIES = 256               # timestamp slots per batch: a batch is flushed when they run out
+MAX_INFLIGHT = 16           # submitted batches the host may run ahead of the device by: each holds a command buffer and pools
 WAIT_SLICE_NS = 100_000_000  # a fence wait returns to Python this often: SIGINT is taken during a long wait
 NAMES_SHOWN = 8             # kernels named in a DeviceLost error
 
@@ -254,6 +255,9 @@ class CommandQueue:
       self.cur = None
       self.inflight.append(b)
       self.retire()
+      while len(self.inflight) > MAX_INFLIGHT:
+        self._wait_fence(self.inflight[0])
+        self.retire()
 
   def wait(self, seq:int):
     """Block until the batch `seq` (and all before it) completed."""
