@@ -77,12 +77,15 @@ def main():
     malloc_trim()
 
   def figures() -> dict:
+    # what tinygrad's LRU buffer cache holds before it is emptied (freed buffers kept for reuse, by size): shown, not judged
+    cached = sum(size * len(bufs) for (size, _), bufs in dev.allocator.cache.items()) / 2**20
     settle()
     live = dict(lib.live)
     # a batch (command buffer, fence, query pool) is kept for reuse; there are at most MAX_INFLIGHT + 1, the rest are graphs'
     nb = live.pop("fences", 0)
     live["command buffers"], live["query pools"] = live.get("command buffers", 0) - nb, live.get("query pools", 0) - nb
-    return {"RSS MiB": round(rss_mib(), 1), **{k: live.get(k, 0) for k in PAIRS if k != "fences"}, f"batches (<= {MAX_BATCHES})": nb}
+    return {"RSS MiB": round(rss_mib(), 1), **{k: live.get(k, 0) for k in PAIRS if k != "fences"}, f"batches (<= {MAX_BATCHES})": nb,
+            "LRU cache MiB": round(cached, 1)}
 
   def phase(name:str, n:int, warm:int, step):
     nonlocal failed
@@ -91,7 +94,7 @@ def main():
     before = figures()
     for i in range(warm, n): step(i)
     after = figures()
-    grew = [k for k in before if k not in ("RSS MiB", f"batches (<= {MAX_BATCHES})") and after[k] > before[k]]
+    grew = [k for k in before if k not in ("RSS MiB", f"batches (<= {MAX_BATCHES})", "LRU cache MiB") and after[k] > before[k]]
     grew += ["RSS MiB"] if after["RSS MiB"] > before["RSS MiB"] + args.rss_slack else []
     grew += [k for k in after if k.startswith("batches") and after[k] > MAX_BATCHES]
     failed |= bool(grew)
