@@ -4,7 +4,7 @@ import os, signal, sys, time
 import numpy as np
 import pytest
 import vulkan as vk
-from tinygrad import Tensor, Device, dtypes
+from tinygrad import Tensor, Device
 from tinygrad_vk.vk import ERROR_OUT_OF_POOL_MEMORY
 from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry
 

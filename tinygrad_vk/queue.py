@@ -332,7 +332,8 @@ class CommandQueue:
 class Interrupts:
   """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
   released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
-  thread; that handler gets every interrupt. Python runs signal handlers in the main thread only."""
+  thread; that handler gets every interrupt. Python runs signal handlers in the main thread only. A handler installed later
+  replaces this one: interrupts then land anywhere again, and only a submit call that raised before it ran is recovered."""
   def __init__(self): self.queues: list[CommandQueue] = []; self.prev: Callable|None = None; self.pending: tuple|None = None
 
   def watch(self, q:CommandQueue):
