@@ -10,7 +10,7 @@ def _validation_silent():
   yield
   from tinygrad import Device
   for d in list(Device._opened_devices):
-    if d.startswith("VULKAN") and getattr(Device[d].queue, "lost", None) is None: Device[d].synchronize()
+    if d.startswith("VULKAN") and Device[d].queue.lost is None: Device[d].synchronize()
   assert not validation_messages, "Vulkan validation layer:\n" + "\n".join(validation_messages)
 
 @pytest.fixture
