@@ -306,11 +306,13 @@ class CommandQueue:
 
   def defer(self, seq:int, fn:Callable[[], None]):
     """Run fn once batch `seq` completed (now if it already has): frees of objects that queued work may still use. A lost device
-    runs nothing more: what waited for it is left to process exit."""
-    with self:
-      if self.lost is not None: return
-      if seq <= self.done_seq: fn()
-      else: self.deferred.append((seq, fn))
+    runs nothing more: what waited for it is left to process exit. Finalizers call this, from any thread and inside another
+    device's lock: when another thread holds this queue, fn joins the list that the next retire() runs instead of waiting."""
+    if self.lost is not None: return
+    if seq <= self.done_seq and self.lock.acquire(blocking=False):
+      try: fn()
+      finally: self.lock.release()
+    else: self.deferred.append((seq, fn))
 
   def _profile(self, b:Batch):
     ts = read_timestamps(self, b.query_pool, 0, b.nqueries)
