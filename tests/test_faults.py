@@ -350,10 +350,10 @@ def test_missing_tools_are_one_readable_line(tmp_path):
   (bin_ := tmp_path / "bin").mkdir()
   (bin_ / "glslangValidator").symlink_to(shutil.which("glslangValidator"))
   code = "from tinygrad import Tensor; print((Tensor([1.0, 2.0]) * 3).tolist())"
-  r = run_python(code, {"PATH": str(bin_), "CACHELEVEL": "0"})
-  assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools", r.stderr[-2000:]
-  r = run_python(code, {"PATH": str(tmp_path / "nothing"), "CACHELEVEL": "0"})
-  assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == "RuntimeError: VULKAN: glslangValidator not found on PATH; install glslang-tools", r.stderr[-2000:]
+  for path, line in ((bin_, "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools"),
+                     (tmp_path / "nothing", "RuntimeError: VULKAN: glslangValidator not found on PATH; install glslang-tools")):
+    r = run_python(code, {"PATH": str(path), "CACHELEVEL": "0"})
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == line, r.stderr[-2000:]
 
 @pytest.mark.parametrize("name", ["VULKAN:abc", "VULKAN:-1", "VULKAN:1.5"])
 def test_bad_device_name(name):

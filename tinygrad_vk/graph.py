@@ -38,7 +38,8 @@ class VulkanGraph(GraphRunner):
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
-    self.label = f"TinyJit graph of {len(self.calls)} kernels ({', '.join(prg.name for prg in self.runtimes[:3])}{', ...' if len(self.calls) > 3 else ''})"
+    names = [prg.name for prg in self.runtimes]
+    self.label = f"TinyJit graph of {len(names)} kernels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"   # for a lost device
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     for j, pos, slot in self.replaced:

@@ -50,7 +50,8 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.written = [i for i in range(len(bufs)) if i not in readonly]   # buffer slots the shader may store to
     self.set_layout, self.layout = dev.pipeline_layout(len(bufs), self.pc_size)
     self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
-    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
+    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                          pBufferInfo=self.infos)
     self.dset = ffi.new("VkDescriptorSet[1]")
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
