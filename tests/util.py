@@ -57,9 +57,11 @@ def glsl_program(glsl:str, nbufs=1, device="VULKAN", name="test"):
 
 class LibHooks(dict):
   """Stands in for the `vulkan` cffi lib in the runtime modules: a call of `name` goes to self[name](real_function, *args) when a
-  test set a hook, otherwise to the real function. How the fault tests inject Vulkan errors."""
-  def __init__(self, real): super().__init__(); self.real = real
+  test set a hook, otherwise to the real function. How the fault tests inject Vulkan errors. With `calls` set to a list, every
+  function looked up is appended to it."""
+  def __init__(self, real): super().__init__(); self.real, self.calls = real, None
   def __getattr__(self, name:str):
+    if self.calls is not None: self.calls.append(name)
     fn = getattr(self.real, name)
     if (hook := self.get(name)) is None: return fn
     return lambda *args: hook(fn, *args)
