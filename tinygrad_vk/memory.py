@@ -148,6 +148,7 @@ class VulkanAllocator(LRUAllocator):
   # ---- staging buffers, reused across copies
 
   def get_staging(self, size:int) -> VulkanBuffer:
+    self.dev.queue.check_usable()   # the first thing a staged copy does: a lost device raises before any Vulkan call
     i = bisect.bisect_left(self.staging, (size, -1))
     if i < len(self.staging) and self.staging[i][0] <= 4 * size:
       sz, _, st = self.staging.pop(i)
