@@ -34,3 +34,31 @@ def run_kernel(stores:list[UOp], bufs:list) -> None:
   for u, b in zip(buf_uops, bufs): buffers[u] = b
   with Context(SPEC=2):
     run_linear(UOp(Ops.LINEAR, src=(UOp.sink(*stores, arg=KernelInfo()).call(*buf_uops),)))
+
+class VkCalls:
+  """Stands in for the cffi `lib` of a tinygrad_vk module (cffi functions cannot be patched): calls named in `wrap` go through
+  wrap[name](real_function, *args), everything else straight to Vulkan."""
+  def __init__(self, real, wrap:dict): self._real, self._wrap = real, wrap
+  def __getattr__(self, name):
+    fn = getattr(self._real, name)
+    return (lambda *args: self._wrap[name](fn, *args)) if name in self._wrap else fn
+
+class MemoryCount:
+  """Live VkDeviceMemory objects and bytes of a module's allocations (and their peaks), counted by wrapping
+  vkAllocateMemory/vkFreeMemory; `fail` makes the next vkAllocateMemory calls return an error while it is > 0."""
+  def __init__(self, monkeypatch, module):
+    from tinygrad_vk.vk import vk
+    self.live, self.bytes, self.peak, self.peak_bytes, self.fail, self.sizes = 0, 0, 0, 0, 0, {}
+    self.oom = vk.VK_ERROR_OUT_OF_DEVICE_MEMORY
+    monkeypatch.setattr(module, "lib", VkCalls(module.lib, {"vkAllocateMemory": self._alloc, "vkFreeMemory": self._free}))
+  def _alloc(self, fn, dev, info, cb, out):
+    if self.fail:
+      self.fail -= 1
+      return self.oom
+    if (res := fn(dev, info, cb, out)) == 0:
+      self.live, self.bytes, self.sizes[out[0]] = self.live + 1, self.bytes + info.allocationSize, info.allocationSize
+      self.peak, self.peak_bytes = max(self.peak, self.live), max(self.peak_bytes, self.bytes)
+    return res
+  def _free(self, fn, dev, mem, cb):
+    if mem in self.sizes: self.live, self.bytes = self.live - 1, self.bytes - self.sizes.pop(mem)
+    return fn(dev, mem, cb)
