@@ -21,6 +21,24 @@ def test_ten_thousand_buffers_few_device_memories(monkeypatch):
   x = data(1003)   # kernels bind buffers at their offsets inside the blocks
   np.testing.assert_array_equal((Tensor(x) * 2 + Tensor(x[::-1].copy())).numpy(), x * 2 + x[::-1])
 
+def test_buffer_sizes_around_block_sizes():
+  # in a fresh process (empty pools): a first buffer bigger than the first block, then sizes on either side of the block sizes
+  r = run_python("""
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor, Device
+from tinygrad_vk import memory
+from util import data
+alloc = Device["VULKAN"].allocator
+half = max(alloc.block_limit(t.index) for t in Device["VULKAN"].phys.memory_types) // 2
+keep = []
+for n in (3 * memory.BLOCK_FIRST, memory.BLOCK_FIRST - 4, memory.BLOCK_FIRST + 4, half, half + 4, 4096):
+  x = data(n // 4)
+  keep.append(t := Tensor(x).realize())
+  np.testing.assert_array_equal((t + 1).numpy(), x + 1)
+print("ok", alloc.count, "allocations")""")
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
 def test_freed_range_is_not_reused_before_queued_work_is_done():
   # a buffer freed while a queued kernel still reads it returns its range only when that kernel is done: a new buffer written
   # from the host in between must not land on it
@@ -131,3 +149,16 @@ def test_failed_bind_or_map_leaks_nothing(monkeypatch, call):
     Buffer("VULKAN", dedicated_size(), dtypes.uint8, options=BufferSpec(host=True, nolru=True)).allocate()
   assert call in str(e.value.__cause__) and failed
   assert not made["vkCreateBuffer"] and not made["vkAllocateMemory"], made
+
+def test_driver_memory_budget_bounds_allocation(monkeypatch):
+  # where the driver has VK_EXT_memory_budget (lavapipe has not: faked here), its budget left in the heap bounds new memory
+  from tinygrad_vk.vk import ffi
+  alloc = Device["VULKAN"].allocator
+  def props2(fn, phys, out):
+    b = ffi.cast("VkPhysicalDeviceMemoryBudgetPropertiesEXT*", out.pNext)
+    for h in range(len(Device["VULKAN"].phys.heaps)):   # a dedicated buffer does not fit in what is left
+      b.heapBudget[h], b.heapUsage[h] = 1 << 30, (1 << 30) - (dedicated_size() - 8192)
+  monkeypatch.setattr(alloc, "budget_ext", True)
+  monkeypatch.setattr(memory, "lib", VkCalls(memory.lib, {"vkGetPhysicalDeviceMemoryProperties2": props2}))
+  with pytest.raises(MemoryError) as e: Buffer("VULKAN", dedicated_size(), dtypes.uint8, options=BufferSpec(nolru=True)).allocate()
+  assert "over the budget left in heap" in str(e.value.__cause__), e.value.__cause__

@@ -135,8 +135,9 @@ class VulkanAllocator(LRUAllocator):
     for blk in pool:
       try: return blk, blk.tlsf.alloc(size)
       except MemoryError: pass   # this block has no room
-    # a new block: the next size up, or smaller ones down to what the buffer needs when memory is short
-    bs = min(self.block_limit(ti), BLOCK_FIRST << len(pool))
+    # a new block: the next size up (at least the buffer's, rounded up to a power of two), or smaller ones down to what the
+    # buffer needs when memory is short
+    bs = min(self.block_limit(ti), max(BLOCK_FIRST << len(pool), 1 << (size - 1).bit_length()))
     while True:
       try: blk = self.new_block(bs, ti, mapped, sub=True)
       except MemoryError:
