@@ -19,7 +19,7 @@ FLAGS = {
   "nan32": "shaderSignedZeroInfNanPreserveFloat32",
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
   "vec": "vector (float4) loads and stores, packed from scalar accesses (a renderer path, on for every device)",
-  "bda": "bufferDeviceAddress: buffers past maxStorageBufferRange are passed by address (renderer/abi.py)",
+  "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
 }
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),
