@@ -39,10 +39,11 @@ for n in (3 * memory.BLOCK_FIRST, memory.BLOCK_FIRST - 4, memory.BLOCK_FIRST + 4
 print("ok", alloc.count, "allocations")""")
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
-def test_freed_range_is_not_reused_before_queued_work_is_done():
+def test_freed_range_is_not_reused_before_queued_work_is_done(monkeypatch):
   # a buffer freed while a queued kernel still reads it returns its range only when that kernel is done: a new buffer written
   # from the host in between must not land on it
   from tinygrad.uop.ops import UOp, AxisType
+  monkeypatch.setattr(Device["VULKAN"].queue, "max_cmds", 64)   # the kernel stays queued whatever VULKAN_BATCH the suite runs with
   n, x = 4099, data(4099)
   src = Buffer("VULKAN", n, dtypes.float32, options=BufferSpec(nolru=True), initial_value=x.tobytes())
   out = Buffer("VULKAN", n, dtypes.float32).allocate()
@@ -50,9 +51,15 @@ def test_freed_range_is_not_reused_before_queued_work_is_done():
   Device["VULKAN"].synchronize()
   run_kernel([o.index(r).store(s.index(r) * 3).end(r)], [src, out])
   assert Device["VULKAN"].queue.cur is not None, "the kernel should still be queued"
+  blk, start, end = src._buf.block, src._buf.offset, src._buf.offset + src._buf.size
   del src
-  others = [Buffer("VULKAN", n, dtypes.float32, options=BufferSpec(nolru=True), initial_value=bytes(4 * n)) for _ in range(4)]
+  # small buffers written from the host fill the smallest holes first: src's range would be taken early if it were free already
+  others, overlap = [], False
+  for _ in range(2000):
+    others.append(b := Buffer("VULKAN", 1000, dtypes.float32, options=BufferSpec(nolru=True), initial_value=bytes(4000)))
+    if overlap := (b._buf.block is blk and start <= b._buf.offset < end): break
   np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.float32), x * 3)
+  assert not overlap, "a freed range was handed out while queued work still used it"
   del others
 
 def test_allocation_past_max_allocation_size_is_memory_error(monkeypatch):
