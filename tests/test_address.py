@@ -60,8 +60,8 @@ from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
 from tinygrad_vk.program import VulkanProgram
 from util import data, run_kernel, kernel_sources
-progs, init = [], VulkanProgram.__init__
-VulkanProgram.__init__ = lambda self, dev, obj: (init(self, dev, obj), progs.append(len(self.abi.address) - self.ndesc))[0]
+progs, writes, init = [], [], VulkanProgram.__init__
+VulkanProgram.__init__ = lambda self, dev, obj: (init(self, dev, obj), progs.append(len(self.abi.address) - self.ndesc), writes.append(self.writes))[0]
 a, b = data((67, 45)), data((45, 53))
 np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
 x = data(10007)
@@ -92,6 +92,7 @@ for off in (0, 1, 2, 5):
   run_kernel([o.index(r).store(s.index(r) * 2.5).end(r)], [base.view(n, dtypes.float32, 4 * off), out])
   np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.float32), x[off:off + n] * np.float32(2.5))
 assert len(progs) >= 10 and all(progs), progs
+assert all(len(w) == 1 for w in writes), f"only the output is written: readonly buffers passed by address are read from SPIR-V ({writes})"
 print("ok", sum(1 for p in progs if p), "of", len(progs), "programs pass buffers by address")
 """
 

@@ -34,10 +34,10 @@ BLOCK_FIRST, BLOCK_LAST = 16 << 20, 256 << 20
 HEAP_SHARE = 0.8  # of a heap this process may use when the driver reports no budget
 
 class Block:
-  """One VkDeviceMemory and a VkBuffer over all of it; `tlsf` hands out its ranges (None: one buffer's own allocation)."""
-  __slots__ = ("memory", "handle", "size", "ptr", "gpu", "heap", "pool", "tlsf", "used")
-  def __init__(self, memory, handle, size:int, ptr:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
-    self.memory, self.handle, self.size, self.ptr, self.gpu, self.heap, self.pool = memory, handle, size, ptr, gpu, heap, pool
+  """One VkDeviceMemory of `nbytes` and a VkBuffer of `size` over it; `tlsf` hands out its ranges (None: one buffer's own allocation)."""
+  __slots__ = ("memory", "nbytes", "handle", "size", "ptr", "gpu", "heap", "pool", "tlsf", "used")
+  def __init__(self, memory, nbytes:int, handle, size:int, ptr:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
+    self.memory, self.nbytes, self.handle, self.size, self.ptr, self.gpu, self.heap, self.pool = memory, nbytes, handle, size, ptr, gpu, heap, pool
     self.tlsf, self.used = TLSFAllocator(size, block_size=SUB_ALIGN) if sub else None, 0
 
 class VulkanBuffer:
@@ -120,12 +120,12 @@ class VulkanAllocator(LRUAllocator):
       lib.vkDestroyBuffer(d, buf[0], NULL)
       raise
     self.count, self.heap_used[heap] = self.count + 1, self.heap_used[heap] + req.size
-    return Block(mem[0], buf[0], size, ptr, gpu, heap, (ti, mapped), sub)
+    return Block(mem[0], req.size, buf[0], size, ptr, gpu, heap, (ti, mapped), sub)
 
   def free_block(self, blk:Block):
     lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
     lib.vkFreeMemory(self.dev.vkdev, blk.memory, NULL)   # unmaps it too
-    self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.size
+    self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
 
   def block_limit(self, ti:int) -> int:
     return max(BLOCK_FIRST, min(BLOCK_LAST, self.dev.phys.memory_types[ti].heap_size // 8, self.dev.phys.max_alloc))

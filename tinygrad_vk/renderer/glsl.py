@@ -85,13 +85,13 @@ def _buf_slot(b:UOp) -> int|None:
   bu = b.buf_uop
   return bu.arg.slot if bu.op is Ops.PARAM and bu.addrspace == AddrSpace.GLOBAL else None
 
-def _int_idx(ctx:GLSLRenderer, idx:UOp, wide=False) -> str:
-  """An index as int, or as int64 for a `wide` access (see _is_wide)."""
+def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
+  """An index as int, or as int64 for an access through a 64-bit address (see _addr64)."""
   i = strip_parens(ctx[idx]) if idx.arg is Ops.ADD else ctx[idx]
-  if wide: return i if idx.dtype == dtypes.long else f"int64_t({i})"
+  if addr64: return i if idx.dtype == dtypes.long else f"int64_t({i})"
   return i if idx.dtype == dtypes.int else f"int({i})"
 
-def _is_wide(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool:
+def _addr64(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool:
   """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
   A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
   return slot is not None and ctx.abi.address[slot] is not None and any(i.dtype == dtypes.long for i in idxs)
@@ -108,10 +108,10 @@ class ViewAccess:
   word: str       # index of the first word
   k: int          # words per view element
   wdt: DType      # word dtype
-  wide: bool      # 64-bit index (_is_wide)
+  addr64: bool    # int64 index: the element address is computed in 64 bits (_addr64)
   def at(self, j:int=0) -> str:
     w = f"{self.word}+{j}" if j else self.word
-    return f"{self.name}_at({w})" if self.wide else f"{self.name}[{w}]"
+    return f"{self.name}_at({w})" if self.addr64 else f"{self.name}[{w}]"
 
 def _is_view(b:UOp) -> bool: return b.op in (Ops.BITCAST, Ops.SHRINK) and b.addrspace == AddrSpace.GLOBAL
 
@@ -121,21 +121,21 @@ def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
     if v.op is Ops.SHRINK: idxs.append((v.src[1], v.dtype.itemsize))
     v = v.src[0]
   if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"VULKAN: no GLSL for a buffer view of {v.op}")
-  wide = _is_wide(ctx, v.arg.slot, *(i for i, _ in idxs))
-  terms = [(_int_idx(ctx, i, wide), s) for i, s in idxs]
+  addr64 = _addr64(ctx, v.arg.slot, *(i for i, _ in idxs))
+  terms = [(_int_idx(ctx, i, addr64), s) for i, s in idxs]
   if dtypes.bool in (b.dtype, v.dtype): raise CompileError("VULKAN: no GLSL for a bitcast view of a bool buffer")
-  terms.append((f"int64_t(_o{v.arg.slot})" if wide else f"_o{v.arg.slot}", v.dtype.itemsize))
+  terms.append((f"int64_t(_o{v.arg.slot})" if addr64 else f"_o{v.arg.slot}", v.dtype.itemsize))
   w = min(s for _, s in terms)
   word = "+".join(t if s == w else f"({t})*{s//w}" for t, s in reversed(terms))
   k, wdt = b.dtype.itemsize // w, (b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
   name = ctx[v] if wdt == v.dtype else f"{ctx[v]}_{dtname(wdt)}"
   if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[TYPES[wdt]] = name
-  return ViewAccess(name, word, k, wdt, wide)
+  return ViewAccess(name, word, k, wdt, addr64)
 
 def _elem(ctx:GLSLRenderer, b:UOp, idx:UOp, j:int=0) -> str:
   """Element idx+j of a buffer; a global one is offset by its view's _o."""
   slot = _buf_slot(b)
-  if _is_wide(ctx, slot, idx): return f"{ctx[b]}_at({_int_idx(ctx, idx, True)}+int64_t(_o{slot}{f'+{j}' if j else ''}))"
+  if _addr64(ctx, slot, idx): return f"{ctx[b]}_at({_int_idx(ctx, idx, True)}+int64_t(_o{slot}{f'+{j}' if j else ''}))"
   i = _int_idx(ctx, idx)
   if j: i = f"{i}+{j}"
   return f"{ctx[b]}[{i}+_o{slot}]" if slot is not None else f"{ctx[b]}[{i}]"
@@ -164,7 +164,7 @@ def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
   """(condition, vector element) for an aligned vector access of a global buffer, or None."""
   b, n = sh.src[0], sh.max_numel()
   if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
-  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps or _is_wide(ctx, slot, sh.src[1]): return None
+  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps or _addr64(ctx, slot, sh.src[1]): return None
   name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
   return f"(_a{slot}>={n})", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
 
@@ -289,6 +289,9 @@ class GLSLRenderer(CStyleLanguage):
     if [u.arg.slot for u in gbufs] != list(range(len(gbufs))): raise CompileError(f"VULKAN: buffer slots are not 0..n-1: {[u.arg.slot for u in gbufs]}")
     try: self.abi = kernel_abi(self.caps, [(u.dtype.itemsize, numel(u._shape)) for u in gbufs], [u.dtype for u in params if u.addrspace == AddrSpace.ALU])
     except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
+    if self.abi.pc_size > self.caps.pc:
+      raise CompileError(f"VULKAN: {sum(a is not None for a in self.abi.address)} buffer addresses, {len(gbufs)} view offsets and the scalars need "
+                         f"{self.abi.pc_size} bytes of push constants, the device has {self.caps.pc} (maxPushConstantsSize)")
     return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
