@@ -16,7 +16,8 @@ N16M, MiB64 = 16 << 20, 64 << 20
 # (key, label, unit); the order is the table's
 ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
-        ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
+        ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"),
+        ("gemm1024_bda", "GEMM 1024, by device address", "GFLOP/s"), ("add16M_bda", "add 16M, by device address", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
         ("launch_eager", "launch eager realize()", "us"), ("launch_eager_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("launch_eager_sync", "launch eager realize()+sync", "us"),
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
@@ -252,6 +253,8 @@ def main():
   # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
+           # every buffer passed by buffer device address instead of a descriptor (the path of buffers past maxStorageBufferRange)
+           ({"VULKAN_MAX_STORAGE_RANGE": "0"}, "gemm1024,add16M", {"gemm1024": "gemm1024_bda", "add16M": "add16M_bda"}, 90),
            # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
            ({"LP_NUM_THREADS": "0"}, "launch_jit,launch_eager", {"launch_jit": "launch_jit_inline", "launch_eager": "launch_eager_inline"}, 90)]
   # PARALLEL=0: on a CPU driver, compile workers running beside a timed candidate distort BEAM's ranking
@@ -308,6 +311,8 @@ def main():
     "copy H->D VULKAN staging / memcpy": ratio(V.get("copy_h2d_staging"), N.get("memcpy")),
     "copy D->H VULKAN staging / memcpy": ratio(V.get("copy_d2h_staging"), N.get("memcpy")),
     "GEMM 1024 VULKAN / CPU": ratio(V.get("gemm1024"), C.get("gemm1024")),
+    "GEMM 1024 by device address / by descriptor": ratio(V.get("gemm1024_bda"), V.get("gemm1024")),
+    "add 16M by device address / by descriptor": ratio(V.get("add16M_bda"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
   }
   print("\nratios (median / median; launch: lower is better, throughput: higher is better)")

@@ -37,11 +37,6 @@ def test_local_size_over_limit():
   with pytest.raises(RuntimeError, match="over the device limits"):
     glsl_program(SIMPLE.replace("local_size_x=1", f"local_size_x={inv}, local_size_y=2"))
 
-def test_binding_over_storage_buffer_range():
-  n = Device["VULKAN"].caps.range // 4 + 16
-  with pytest.raises(RuntimeError, match="maxStorageBufferRange"):
-    Tensor.empty(n).sum().realize()
-
 def test_no_driver_is_one_readable_line():
   r = run_python("from tinygrad import Tensor; Tensor([1.0]).numpy()", {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"})
   assert r.returncode != 0

@@ -110,3 +110,25 @@ def damage_entry(table:str, src:str, how:str):
   assert entry is not None, "the kernel should be in the disk cache"
   if isinstance(entry, tuple): diskcache_put(table, src, tuple(damage(e, how) if i == len(entry) - 1 else e for i, e in enumerate(entry)))
   else: diskcache_put(table, src, damage(entry, how))
+
+class MemoryCount:
+  """Live VkDeviceMemory objects and bytes of a module's allocations (and their peaks), counted by wrapping
+  vkAllocateMemory/vkFreeMemory; `fail` makes the next vkAllocateMemory calls return an error while it is > 0."""
+  def __init__(self, monkeypatch, module):
+    from tinygrad_vk.vk import vk
+    self.live, self.bytes, self.peak, self.peak_bytes, self.fail, self.sizes = 0, 0, 0, 0, 0, {}
+    self.oom = vk.VK_ERROR_OUT_OF_DEVICE_MEMORY
+    hooks = LibHooks(module.lib)
+    hooks.update(vkAllocateMemory=self._alloc, vkFreeMemory=self._free)
+    monkeypatch.setattr(module, "lib", hooks)
+  def _alloc(self, fn, dev, info, cb, out):
+    if self.fail:
+      self.fail -= 1
+      return self.oom
+    if (res := fn(dev, info, cb, out)) == 0:
+      self.live, self.bytes, self.sizes[out[0]] = self.live + 1, self.bytes + info.allocationSize, info.allocationSize
+      self.peak, self.peak_bytes = max(self.peak, self.live), max(self.peak_bytes, self.bytes)
+    return res
+  def _free(self, fn, dev, mem, cb):
+    if mem in self.sizes: self.live, self.bytes = self.live - 1, self.bytes - self.sizes.pop(mem)
+    return fn(dev, mem, cb)

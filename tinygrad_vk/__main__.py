@@ -18,8 +18,8 @@ def unsupported(phys, caps) -> list[str]:
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_DISABLE)" if flag in phys.flags() else ""))
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
                               "innermost loops are unrolled, kernels that still exceed it are refused")
-  out += [f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused",
-          f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
+  if "bda" not in caps: out.append(f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused")
+  out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
@@ -28,6 +28,7 @@ def unsupported(phys, caps) -> list[str]:
 
 def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   from tinygrad_vk.instance import DEVICE_TYPES
+  from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
   caps, lim = phys.caps(), phys.limits
   api = f"{phys.api_version >> 22}.{(phys.api_version >> 12) & 0x3ff}.{phys.api_version & 0xfff}"
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
@@ -39,7 +40,10 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
            ("maxComputeWorkGroupCount", f"{caps.wgcount} (x is split past it: up to 2^31-1 workgroups)"),
            ("maxComputeSharedMemorySize", size(caps.smem)), ("subgroup size", str(phys.subgroup_size)),
            ("maxPerStageDescriptorStorageBuffers", str(caps.bufs)), ("minStorageBufferOffsetAlignment", f"{caps.align} B"),
-           ("max buffer size", size(phys.max_buffer)), ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
+           ("max buffer size", size(phys.max_buffer)), ("maxMemoryAllocationSize", size(phys.max_alloc)),
+           ("maxMemoryAllocationCount", f"{lim['maxMemoryAllocationCount']} (buffers are suballocated from a few blocks)"),
+           ("heap budget", BUDGET_EXT if BUDGET_EXT in phys.extensions else f"{HEAP_SHARE:.0%} of each heap (no {BUDGET_EXT})"),
+           ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
   groups: dict[str, list[str]] = {}
   for name in DTYPE_RULES: groups.setdefault(dtype_support(name, caps), []).append(name)
   rows += [(f"dtypes {k}", ", ".join(v)) for k, v in sorted(groups.items())]

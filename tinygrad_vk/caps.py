@@ -19,10 +19,12 @@ FLAGS = {
   "nan32": "shaderSignedZeroInfNanPreserveFloat32",
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
+  "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
 }
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),
-                  "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "vec": ("vec",)}
+                  "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "vec": ("vec",),
+                  "bda": ("bda",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it

@@ -7,7 +7,7 @@ from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 from tinygrad_vk.instance import instance, validation_messages
 from tinygrad_vk.queue import CommandQueue, read_timestamps
-from tinygrad_vk.memory import VulkanAllocator
+from tinygrad_vk.memory import VulkanAllocator, BUDGET_EXT
 from tinygrad_vk.program import VulkanProgram
 from tinygrad_vk.graph import VulkanGraph
 from tinygrad_vk.renderer.glsl import GLSLRenderer
@@ -36,7 +36,8 @@ class VulkanDevice(Compiled):
     self.caps = caps = phys.caps()
     # calibrated timestamps line GPU ranges up with tinygrad's CPU clock (time.perf_counter_ns is CLOCK_MONOTONIC)
     self.calibrated = CALIBRATED_EXT in phys.extensions and TIME_DOMAIN_CLOCK_MONOTONIC in phys.time_domains(inst)
-    self.vkdev = self._create_device(phys, caps, [CALIBRATED_EXT] if self.calibrated else [])
+    self.extensions = ([CALIBRATED_EXT] if self.calibrated else []) + [e for e in (BUDGET_EXT,) if e in phys.extensions]
+    self.vkdev = self._create_device(phys, caps, self.extensions)
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
@@ -49,7 +50,8 @@ class VulkanDevice(Compiled):
   @staticmethod
   def _create_device(phys, caps, exts:list[str]):
     # enable exactly the features the renderer may use, so a disabled one really is unavailable
-    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps)
+    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps,
+              bufferDeviceAddress="bda" in caps)
     f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12, storageBuffer16BitAccess="s16" in caps)
     feats = new("VkPhysicalDeviceFeatures2", pNext=f11)
     feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps

@@ -126,7 +126,7 @@ class PhysicalDevice:
     f = feats.features
     self.features = {"shaderFloat64": f.shaderFloat64, "shaderInt64": f.shaderInt64, "shaderInt16": f.shaderInt16,
                      "storageBuffer16BitAccess": f11.storageBuffer16BitAccess, "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
-                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8}
+                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8, "bufferDeviceAddress": f12.bufferDeviceAddress}
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mp)
     self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
@@ -153,6 +153,7 @@ class PhysicalDevice:
       if f["shaderInt8"]: out.add("i8")
     if f["shaderInt64"]: out.add("i64")
     if f["shaderFloat64"]: out.add("f64")
+    if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
     return out | {"vec"}
 
@@ -161,7 +162,9 @@ class PhysicalDevice:
     flags = self.flags() - disabled_flags(os.environ.get("VULKAN_DISABLE", ""))
     return Caps(frozenset(flags), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
-                pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"], range=lim["maxStorageBufferRange"],
+                pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"],
+                # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
+                range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
                 maxloop=env_number("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0))
 
 @functools.cache

@@ -1,5 +1,12 @@
 """Buffers, views and copies.
 
+Memory comes in large VkDeviceMemory blocks, each with one VkBuffer over all of it (mapped once when host-visible), carved up
+by tinygrad's TLSF allocator, so maxMemoryAllocationCount never binds; a buffer over half the largest block gets a memory
+allocation of its own. A tinygrad buffer is (block's VkBuffer, byte offset, size): hazards and `last_use` are tracked per buffer
+(`root`), never per block. New memory stays within maxMemoryAllocationSize, maxMemoryAllocationCount and the heap budget
+(VK_EXT_memory_budget where the driver has it, 80% of the heap otherwise, as VMA assumes): past them allocation raises
+MemoryError, on which tinygrad's LRU cache frees what it holds and retries.
+
 A buffer lives in host-visible device memory when the device has such a type (lavapipe, integrated GPUs, resizable BAR) and is
 copied with memcpy; otherwise in device-local memory, reached through host-visible staging buffers and queue-ordered copies.
 `VULKAN_FORCE_STAGING=1` takes the second path on any driver. A host memcpy into a buffer that queued work still uses would
@@ -8,24 +15,42 @@ race with it, so such a copy goes through staging too, in queue order.
 from __future__ import annotations
 import bisect
 from tinygrad.device import LRUAllocator, BufferSpec
-from tinygrad.helpers import getenv, round_up, size_to_str, suppress_finalizing
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
+from tinygrad.runtime.support.memory import TLSFAllocator
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 
 USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+# VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT, VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT (the package maps them to None)
+USAGE_ADDRESS, ALLOCATE_ADDRESS = 0x20000, 0x2
 LOCAL, VISIBLE = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 COHERENT, CACHED = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
+BUDGET_EXT = "VK_EXT_memory_budget"
 CHUNK = 8 << 20   # staged copies above this are split and pipelined
+# suballocations start at multiples of this, the largest minStorageBufferOffsetAlignment Vulkan allows: any buffer binds at its start
+SUB_ALIGN = 256
+# blocks of a memory type grow from the first size, doubling, up to the last (at most 1/8 of the heap, as VMA does)
+BLOCK_FIRST, BLOCK_LAST = 16 << 20, 256 << 20
+HEAP_SHARE = 0.8  # of a heap this process may use when the driver reports no budget
+
+class Block:
+  """One VkDeviceMemory of `nbytes` and a VkBuffer of `size` over it; `tlsf` hands out its ranges (None: one buffer's own allocation)."""
+  __slots__ = ("memory", "nbytes", "handle", "size", "ptr", "gpu", "heap", "pool", "tlsf", "used")
+  def __init__(self, memory, nbytes:int, handle, size:int, ptr:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
+    self.memory, self.nbytes, self.handle, self.size, self.ptr, self.gpu, self.heap, self.pool = memory, nbytes, handle, size, ptr, gpu, heap, pool
+    self.tlsf, self.used = TLSFAllocator(size, block_size=SUB_ALIGN) if sub else None, 0
 
 class VulkanBuffer:
-  """A VkBuffer with its memory, or a view (offset, size) into one. `root` holds the Vulkan objects and the last batch using it."""
-  __slots__ = ("root", "offset", "size", "handle", "memory", "ptr", "cached", "last_use")
-  def __init__(self, handle, memory, size:int, ptr:int|None, cached:bool):
-    self.root, self.offset, self.size, self.handle, self.memory, self.ptr, self.cached, self.last_use = self, 0, size, handle, memory, ptr, cached, 0
+  """`size` bytes at byte `offset` of the VkBuffer `handle`: a buffer, or a view of one. `root` is the buffer (it holds the last
+  batch using it); `ptr` and `gpu` are the host and device addresses of the VkBuffer's start (None / 0 when there are none)."""
+  __slots__ = ("root", "offset", "size", "handle", "block", "ptr", "gpu", "cached", "last_use")
+  def __init__(self, block:Block, offset:int, size:int, cached:bool):
+    self.root, self.offset, self.size, self.handle, self.block, self.ptr, self.gpu, self.cached, self.last_use = \
+      self, offset, size, block.handle, block, block.ptr, block.gpu, cached, 0
   def view(self, size:int, offset:int) -> VulkanBuffer:
     v = VulkanBuffer.__new__(VulkanBuffer)
-    v.root, v.offset, v.size, v.handle, v.memory, v.ptr, v.cached, v.last_use = self.root, self.offset + offset, size, self.handle, None, \
-      self.ptr, self.cached, 0
+    v.root, v.offset, v.size, v.handle, v.block, v.ptr, v.gpu, v.cached, v.last_use = self.root, self.offset + offset, size, self.handle, \
+      None, self.ptr, self.gpu, self.cached, 0
     return v
   def addr(self) -> int: return self.ptr + self.offset
 
@@ -42,43 +67,121 @@ class MemoryPicker:
 
 class VulkanAllocator(LRUAllocator):
   def __init__(self, dev):
-    self.picker = MemoryPicker(dev.phys, bool(getenv("VULKAN_FORCE_STAGING", 0)))
+    phys = dev.phys
+    self.picker = MemoryPicker(phys, bool(env_number("VULKAN_FORCE_STAGING", 0)))
     self.staging: list[tuple[int, int, VulkanBuffer]] = []   # free staging buffers, sorted by size
-    self.staging_bytes, self.staging_cap = 0, getenv("VULKAN_STAGING_CACHE_MB", 256) << 20
+    self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
+    self.address = "bda" in dev.caps
+    self.usage = USAGE | (USAGE_ADDRESS if self.address else 0)
+    self.pools: dict[tuple[int, bool], list[Block]] = {}   # (memory type, mapped) -> its blocks
+    self.count, self.heap_used = 0, [0] * len(phys.heaps)  # live VkDeviceMemory objects, bytes of each heap they hold
+    self.budget_ext = BUDGET_EXT in dev.extensions
     super().__init__(dev)
 
-  # ---- Vulkan objects
+  # ---- VkDeviceMemory: blocks and dedicated allocations
+
+  def heap_budget(self, heap:int) -> int:
+    """Bytes this process may still allocate from a heap."""
+    if self.budget_ext:
+      b = new("VkPhysicalDeviceMemoryBudgetPropertiesEXT")
+      lib.vkGetPhysicalDeviceMemoryProperties2(self.dev.phys.handle, new("VkPhysicalDeviceMemoryProperties2", pNext=b))
+      return b.heapBudget[heap] - b.heapUsage[heap]
+    return int(self.dev.phys.heaps[heap][0] * HEAP_SHARE) - self.heap_used[heap]
+
+  def new_block(self, size:int, ti:int, mapped:bool, sub:bool) -> Block:
+    """A VkDeviceMemory of `size` bytes in memory type ti with a VkBuffer over it; nothing is left behind when a step fails."""
+    d, phys, heap = self.dev.vkdev, self.dev.phys, self.dev.phys.memory_types[ti].heap
+    if size > phys.max_alloc:
+      raise MemoryError(f"{size_to_str(size)} is over maxMemoryAllocationSize ({size_to_str(phys.max_alloc)})")
+    if self.count >= (n := phys.limits["maxMemoryAllocationCount"]): raise MemoryError(f"maxMemoryAllocationCount ({n}) reached")
+    if size > (left := self.heap_budget(heap)): raise MemoryError(f"{size_to_str(size)} is over the budget left in heap {heap} ({size_to_str(left)})")
+    buf, mem = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*")
+    check(lib.vkCreateBuffer(d, new("VkBufferCreateInfo", size=size, usage=self.usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), NULL, buf),
+          "vkCreateBuffer")
+    try:
+      req = ffi.new("VkMemoryRequirements*")
+      lib.vkGetBufferMemoryRequirements(d, buf[0], req)
+      if not req.memoryTypeBits & (1 << ti): raise MemoryError(f"memory type {ti} cannot hold storage buffers")
+      flags = new("VkMemoryAllocateFlagsInfo", flags=ALLOCATE_ADDRESS) if self.address else NULL
+      check(lib.vkAllocateMemory(d, new("VkMemoryAllocateInfo", pNext=flags, allocationSize=req.size, memoryTypeIndex=ti), NULL, mem),
+            "vkAllocateMemory")
+      try:
+        check(lib.vkBindBufferMemory(d, buf[0], mem[0], 0), "vkBindBufferMemory")
+        ptr = None
+        if mapped:
+          p = ffi.new("void**")
+          check(lib.vkMapMemory(d, mem[0], 0, WHOLE_SIZE, 0, p), "vkMapMemory")
+          ptr = int(ffi.cast("uintptr_t", p[0]))
+        gpu = lib.vkGetBufferDeviceAddress(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.address else 0
+      except BaseException:
+        lib.vkFreeMemory(d, mem[0], NULL)
+        raise
+    except BaseException:
+      lib.vkDestroyBuffer(d, buf[0], NULL)
+      raise
+    self.count, self.heap_used[heap] = self.count + 1, self.heap_used[heap] + req.size
+    return Block(mem[0], req.size, buf[0], size, ptr, gpu, heap, (ti, mapped), sub)
+
+  def free_block(self, blk:Block):
+    lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
+    lib.vkFreeMemory(self.dev.vkdev, blk.memory, NULL)   # unmaps it too
+    self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
+
+  def block_limit(self, ti:int) -> int:
+    return max(BLOCK_FIRST, min(BLOCK_LAST, self.dev.phys.memory_types[ti].heap_size // 8, self.dev.phys.max_alloc))
+
+  def suballocate(self, size:int, ti:int, mapped:bool) -> tuple[Block, int]:
+    pool, size = self.pools.setdefault((ti, mapped), []), round_up(size, SUB_ALIGN)
+    for blk in pool:
+      try: return blk, blk.tlsf.alloc(size)
+      except MemoryError: pass   # this block has no room
+    # a new block: the next size up (at least the buffer's, rounded up to a power of two), or smaller ones down to what the
+    # buffer needs when memory is short
+    bs = min(self.block_limit(ti), max(BLOCK_FIRST << len(pool), 1 << (size - 1).bit_length()))
+    while True:
+      try: blk = self.new_block(bs, ti, mapped, sub=True)
+      except MemoryError:
+        if bs // 2 < size: raise
+        bs //= 2
+        continue
+      pool.append(blk)
+      return blk, blk.tlsf.alloc(size)
 
   def create(self, size:int, candidates:list[int], mapped:bool) -> VulkanBuffer:
     """A buffer in the first memory type of `candidates` that has room; `mapped` buffers get a persistent host pointer."""
-    d = self.dev
-    if size > d.phys.max_buffer:
-      raise MemoryError(f"VULKAN: a buffer of {size_to_str(size)} is over {d.phys.name}'s limit of {size_to_str(d.phys.max_buffer)}")
-    buf = ffi.new("VkBuffer*")
-    check(lib.vkCreateBuffer(d.vkdev, new("VkBufferCreateInfo", size=size, usage=USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), NULL, buf),
-          "vkCreateBuffer")
-    req = ffi.new("VkMemoryRequirements*")
-    lib.vkGetBufferMemoryRequirements(d.vkdev, buf[0], req)
-    mem, err = ffi.new("VkDeviceMemory*"), "no memory type fits"
-    for ti in (t for t in candidates if req.memoryTypeBits & (1 << t)):
-      res = lib.vkAllocateMemory(d.vkdev, new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti), NULL, mem)
-      if res == 0: break
-      err = f"vkAllocateMemory: {res}"
-    else:
-      lib.vkDestroyBuffer(d.vkdev, buf[0], NULL)
-      raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {d.phys.name} ({err})")
-    check(lib.vkBindBufferMemory(d.vkdev, buf[0], mem[0], 0), "vkBindBufferMemory")
-    ptr = None
-    if mapped or ti in self.picker.mapped:
-      p = ffi.new("void**")
-      check(lib.vkMapMemory(d.vkdev, mem[0], 0, WHOLE_SIZE, 0, p), "vkMapMemory")
-      ptr = int(ffi.cast("uintptr_t", p[0]))
-    return VulkanBuffer(buf[0], mem[0], size, ptr, bool(self.picker.flags[ti] & CACHED))
+    phys = self.dev.phys
+    if size > phys.max_buffer:
+      raise MemoryError(f"VULKAN: a buffer of {size_to_str(size)} is over {phys.name}'s limit of {size_to_str(phys.max_buffer)}")
+    errs = []
+    for ti in candidates:
+      m = mapped or ti in self.picker.mapped
+      try:
+        if size > self.block_limit(ti) // 2: blk, off = self.new_block(size, ti, m, sub=False), 0
+        else: blk, off = self.suballocate(size, ti, m)
+      except MemoryError as e:
+        errs.append(f"memory type {ti}: {e}")
+        continue
+      blk.used += 1
+      return VulkanBuffer(blk, off, size, bool(self.picker.flags[ti] & CACHED))
+    raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
 
   def destroy(self, b:VulkanBuffer):
     if self.dev.closed: return
-    lib.vkDestroyBuffer(self.dev.vkdev, b.handle, NULL)
-    lib.vkFreeMemory(self.dev.vkdev, b.memory, NULL)
+    blk = b.block
+    blk.used -= 1
+    if blk.tlsf is None: return self.free_block(blk)
+    blk.tlsf.free(b.offset)
+    # an empty block is kept while it is the only empty one of its pool, so a buffer freed and allocated again reuses it
+    pool = self.pools[blk.pool]
+    if blk.used == 0 and any(o is not blk and o.used == 0 for o in pool):
+      pool.remove(blk)
+      self.free_block(blk)
+
+  def release_empty(self):
+    for pool in self.pools.values():
+      for blk in [b for b in pool if b.used == 0]:
+        pool.remove(blk)
+        self.free_block(blk)
 
   # ---- tinygrad Allocator hooks
 
@@ -88,8 +191,13 @@ class VulkanAllocator(LRUAllocator):
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
-    if options.host: return self.create(size, self.picker.host, mapped=True)
-    return self.create(size, self.picker.mapped + self.picker.local, mapped=False)
+    types, mapped = (self.picker.host, True) if options.host else (self.picker.mapped + self.picker.local, False)
+    try: return self.create(size, types, mapped)
+    except MemoryError:
+      # frees wait for the queued work that may still use the buffers: let them happen, then try once more
+      self.dev.queue.synchronize()
+      self.release_empty()
+      return self.create(size, types, mapped)
 
   @suppress_finalizing
   def _free(self, b:VulkanBuffer, options:BufferSpec):
@@ -166,3 +274,4 @@ class VulkanAllocator(LRUAllocator):
     for _, _, st in self.staging: self.destroy(st)
     self.staging.clear()
     self.staging_bytes = 0
+    self.release_empty()

@@ -3,28 +3,36 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 from tinygrad.device import Program, TinyELF
-from tinygrad.helpers import ceildiv, round_up, prod, suppress_finalizing
+from tinygrad.helpers import prod, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.caps import MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
-OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_VARIABLE = 16, 71, 72, 32, 59
-MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE = 17, 33, 24
+OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE = 16, 71, 72, 32, 30, 59
+MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = 17, 33, 24, 35, 9
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
 
-def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int]]:
-  """The baked local size and the bindings the shader never writes (they need no write hazard)."""
-  local, binding, readonly_types, ptr_to, var_type = (1, 1, 1), {}, set(), {}, {}
+def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int]]:
+  """The baked local size, the descriptor bindings, and what the shader never writes (it needs no write hazard): the readonly
+  bindings and the push-constant offsets of the readonly buffer addresses."""
+  local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var = (1, 1, 1), {}, set(), {}, {}, {}, {}, None
   for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
-    elif op in (OP_DECORATE, OP_MEMBER_DECORATE) and w[-1] == DEC_NON_WRITABLE and (op == OP_MEMBER_DECORATE or len(w) == 3): readonly_types.add(w[1])
+    elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
+    elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
     elif op == OP_TYPE_POINTER: ptr_to[w[1]] = w[3]
-    elif op == OP_VARIABLE: var_type[w[2]] = w[1]
+    elif op == OP_TYPE_STRUCT: members[w[1]] = w[2:]
+    elif op == OP_VARIABLE:
+      var_type[w[2]] = w[1]
+      if w[3] == SC_PUSH_CONSTANT: pc_var = w[2]
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
-  return local, ro
+  pc_struct = ptr_to.get(var_type.get(pc_var))
+  ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
+  return local, set(binding.values()), ro, ro_addr
 
 class VulkanProgram(Program["VulkanDevice"]):
   # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
@@ -35,29 +43,34 @@ class VulkanProgram(Program["VulkanDevice"]):
     bufs = [s for s in obj.signature if s[0] is None]
     if (slots := [s[1] for s in bufs]) != list(range(len(bufs))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {slots}")
     self.itemsize = [s[2].itemsize for s in bufs]
-    nwords = ceildiv(len(bufs), 4)
-    # the scalars (symbolic shape variables) after the buffer offsets: (byte offset in the push constants, struct format)
-    self.scalar_fields = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
-    self.pc_size = round_up(max([off + struct.calcsize(f) for off, f in self.scalar_fields] + [4 * nwords]), 4)
+    # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
+    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), [(s[2].itemsize, numel(s[3])) for s in bufs], [s[2] for s in obj.signature[len(bufs):]])
+    # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
+    self.scalar_fields = [(off, dt.fmt) for off, dt in abi.vars]
+    self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
-    if len(bufs) > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {len(bufs)} buffers, the device allows {caps.bufs}")
-    try: self.local_size, readonly = spirv_info(obj.lib)
+    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {self.ndesc} buffers, the device allows {caps.bufs}")
+    if (n := len(bufs) - self.ndesc) and "bda" not in caps:
+      raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
+    try: self.local_size, bindings, readonly, ro_addr = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
+    if not bindings <= set(range(self.ndesc)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.ndesc}")
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
-    self.written = [i for i in range(len(bufs)) if i not in readonly]   # buffer slots the shader may store to
-    self.set_layout, self.layout = dev.pipeline_layout(len(bufs), self.pc_size)
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
-    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                          pBufferInfo=self.infos)
-    self.dset = ffi.new("VkDescriptorSet[1]")
+    # buffer slots the shader may store to
+    self.written = [i for i, (b, a) in enumerate(zip(abi.binding, abi.address)) if b not in readonly and a not in ro_addr]
+    self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size)
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
           f"vkCreateShaderModule of {self.name}")
     self.module = mod[0]
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(self.ndesc, 1))
+    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=self.ndesc, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                          pBufferInfo=self.infos)
+    self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
     # and float4 accesses read the binding's vec4 declaration only where it is 4 (see renderer/glsl.py). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
@@ -92,10 +105,10 @@ class VulkanProgram(Program["VulkanDevice"]):
     # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
     with q.prepare([], [scratch]) as b:
       b.names.append(f"{self.name} (pipeline warm-up)")
-      dset = b.alloc_set(self.set_layout) if self.itemsize else None
+      dset = b.alloc_set(self.set_layout) if self.ndesc else None
       if dset is not None:
-        n = len(self.itemsize)
-        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": 0, "range": scratch.size}] * n)
+        n = self.ndesc
+        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": scratch.offset, "range": scratch.size}] * n)
         lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, new("VkWriteDescriptorSet", dstSet=dset, descriptorCount=n,
                                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
       self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
@@ -111,20 +124,25 @@ class VulkanProgram(Program["VulkanDevice"]):
     return gx, gy, gz
 
   def bind(self, dset, bufs, vals:tuple[int, ...]|list[int]) -> tuple[bytes, object]:
-    """Point the descriptor set at the buffers (views bound at the aligned-down offset), pack the push constants, and pick the
-    pipeline specialized for how aligned the views' element offsets are."""
-    caps, infos, pc, align = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned
-    for i, (b, isz) in enumerate(zip(bufs, self.itemsize)):
-      rem = b.offset % caps.align
+    """Point the descriptor set at the buffers and put the addresses in the push constants (views bound at the aligned-down
+    offset, see renderer/abi.py), pack the scalars, and pick the pipeline specialized for how aligned the views' element offsets are."""
+    caps, infos, pc, align, abi = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned, self.abi
+    for i, (b, isz, binding, aoff) in enumerate(zip(bufs, self.itemsize, abi.binding, abi.address)):
+      if aoff is not None:
+        rem = (addr := b.gpu + b.offset) % ADDR_ALIGN
+        struct.pack_into("<Q", pc, aoff, addr - rem)
+      else:
+        rem = b.offset % caps.align
+        if (rng := rem + b.size) > caps.range:
+          raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
+        info = infos[binding]
+        info.buffer, info.offset, info.range = b.handle, b.offset - rem, rng
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
-      if (rng := rem + b.size) > caps.range:
-        raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
-      infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]
       pc[i] = o
     for (off, fmt), v in zip(self.scalar_fields, vals): struct.pack_into(fmt, pc, off, v)
-    if bufs:
+    if self.ndesc:
       self.desc_write.dstSet = dset
       lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.desc_write, 0, NULL)
     if (pipe := self.pipelines.get(align)) is None: pipe = self.pipelines[align] = self._pipeline(align)
@@ -132,7 +150,7 @@ class VulkanProgram(Program["VulkanDevice"]):
 
   def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int]):
     lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-    if self.itemsize:
+    if self.ndesc:
       self.dset[0] = dset
       lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
     gx, gy, gz = groups
@@ -148,7 +166,7 @@ class VulkanProgram(Program["VulkanDevice"]):
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q.prepare(*self.split(bufs)) as batch:
-      dset = batch.alloc_set(self.set_layout) if bufs else None
+      dset = batch.alloc_set(self.set_layout) if self.ndesc else None
       pc, pipeline = self.bind(dset, bufs, vals)
       t0 = batch.timestamp() if wait or q.profiling() else None
       self.record(batch.cmd, dset, pc, pipeline, groups)

@@ -1,11 +1,11 @@
 """tinygrad UOps -> GLSL 4.50 compute shaders for Vulkan.
 
-Layout of a rendered kernel:
-  - every global buffer is `layout(set=0, binding=<slot>) buffer` (readonly when the kernel never stores to it);
+Layout of a rendered kernel (the ABI itself, shared with the runtime, is renderer/abi.py):
+  - a global buffer is `layout(set=0, binding=<rank>) buffer` (readonly when the kernel never stores to it), or, past
+    maxStorageBufferRange, a `buffer_reference` in the push constants with a macro that keeps the same array syntax;
   - one push-constant block: `_off[]`, the element offset of each buffer inside its binding (4 per word, one byte each:
     a descriptor offset must be a multiple of minStorageBufferOffsetAlignment, so a view is bound at the aligned-down byte
-    offset and the remainder, always < 256 bytes, is added to every index), then the scalar vars at `TinyELF.iter_sig`
-    offsets, so the runtime packs them exactly as it packs C structs;
+    offset and the remainder, always < 256 bytes, is added to every index), then the buffer addresses, then the scalar vars;
   - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups;
   - a buffer view inside a kernel (BITCAST/SHRINK of a PARAM) reads an extra declaration aliasing the same binding;
   - coalesced (float4) loads/stores of a global buffer read a vecN declaration of the binding when the view's element offset
@@ -20,11 +20,12 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, axis_letters, range
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
-from tinygrad.device import TinyELF, CompileError
+from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens, ceildiv
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
+from tinygrad_vk.renderer.abi import kernel_abi, numel
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -35,6 +36,9 @@ TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dt
 VEC = {dtypes.bool: "bvec", dtypes.char: "i8vec", dtypes.uchar: "u8vec", dtypes.short: "i16vec", dtypes.ushort: "u16vec", dtypes.int: "ivec",
        dtypes.uint: "uvec", dtypes.long: "i64vec", dtypes.ulong: "u64vec", dtypes.half: "f16vec", dtypes.float: "vec", dtypes.double: "dvec",
        dtypes.bfloat16: "u16vec"}
+
+# bytes of each GLSL element type a buffer is declared with (a buffer_reference's alignment and a 64-bit address's stride)
+SIZE = {**{TYPES[d]: d.itemsize for d in TYPES}, **{f"{VEC[d]}{n}": n * d.itemsize for d in VEC for n in (2, 4)}}
 
 def dtname(dt:DType) -> str: return repr(dt)[len("dtypes."):]
 
@@ -82,9 +86,16 @@ def _buf_slot(b:UOp) -> int|None:
   bu = b.buf_uop
   return bu.arg.slot if bu.op is Ops.PARAM and bu.addrspace == AddrSpace.GLOBAL else None
 
-def _int_idx(ctx:GLSLRenderer, idx:UOp) -> str:
+def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
+  """An index as int, or as int64 for an access through a 64-bit address (see _addr64)."""
   i = strip_parens(ctx[idx]) if idx.arg is Ops.ADD else ctx[idx]
+  if addr64: return i if idx.dtype == dtypes.long else f"int64_t({i})"
   return i if idx.dtype == dtypes.int else f"int({i})"
+
+def _addr64(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool:
+  """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
+  A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
+  return slot is not None and ctx.abi.address[slot] is not None and any(i.dtype == dtypes.long for i in idxs)
 
 # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))). GLSL has no pointer casts, so a view is read through an
 # aliased declaration of the same binding (Vulkan lets several variables share a binding). Every byte offset in the chain is a
@@ -98,35 +109,44 @@ class ViewAccess:
   word: str       # index of the first word
   k: int          # words per view element
   wdt: DType      # word dtype
+  addr64: bool    # int64 index: the element address is computed in 64 bits (_addr64)
+  def at(self, j:int=0) -> str:
+    w = f"{self.word}+{j}" if j else self.word
+    return f"{self.name}_at({w})" if self.addr64 else f"{self.name}[{w}]"
 
 def _is_view(b:UOp) -> bool: return b.op in (Ops.BITCAST, Ops.SHRINK) and b.addrspace == AddrSpace.GLOBAL
 
 def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
-  terms: list[tuple[str, int]] = [(_int_idx(ctx, idx), b.dtype.itemsize)]   # (element offset, element size) summed into bytes
-  v = b
+  idxs, v = [(idx, b.dtype.itemsize)], b   # (element offset, element size) summed into bytes
   while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
-    if v.op is Ops.SHRINK: terms.append((_int_idx(ctx, v.src[1]), v.dtype.itemsize))
+    if v.op is Ops.SHRINK: idxs.append((v.src[1], v.dtype.itemsize))
     v = v.src[0]
   if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"VULKAN: no GLSL for a buffer view of {v.op}")
+  addr64 = _addr64(ctx, v.arg.slot, *(i for i, _ in idxs))
+  terms = [(_int_idx(ctx, i, addr64), s) for i, s in idxs]
   if dtypes.bool in (b.dtype, v.dtype): raise CompileError("VULKAN: no GLSL for a bitcast view of a bool buffer")
-  terms.append((f"_o{v.arg.slot}", v.dtype.itemsize))
+  terms.append((f"int64_t(_o{v.arg.slot})" if addr64 else f"_o{v.arg.slot}", v.dtype.itemsize))
   w = min(s for _, s in terms)
   word = "+".join(t if s == w else f"({t})*{s//w}" for t, s in reversed(terms))
   k, wdt = b.dtype.itemsize // w, (b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
   name = ctx[v] if wdt == v.dtype else f"{ctx[v]}_{dtname(wdt)}"
   if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[TYPES[wdt]] = name
-  return ViewAccess(name, word, k, wdt)
+  return ViewAccess(name, word, k, wdt, addr64)
 
-def _elem(ctx:GLSLRenderer, b:UOp, i:str) -> str:
-  return f"{ctx[b]}[{i}+_o{slot}]" if (slot := _buf_slot(b)) is not None else f"{ctx[b]}[{i}]"
+def _elem(ctx:GLSLRenderer, b:UOp, idx:UOp, j:int=0) -> str:
+  """Element idx+j of a buffer; a global one is offset by its view's _o."""
+  slot = _buf_slot(b)
+  if _addr64(ctx, slot, idx): return f"{ctx[b]}_at({_int_idx(ctx, idx, True)}+int64_t(_o{slot}{f'+{j}' if j else ''}))"
+  i = _int_idx(ctx, idx)
+  if j: i = f"{i}+{j}"
+  return f"{ctx[b]}[{i}+_o{slot}]" if slot is not None else f"{ctx[b]}[{i}]"
 
 def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
   if _is_view(b):
-    va = view_access(ctx, b, idx)
-    return f"{va.name}[{va.word}]"
+    return view_access(ctx, b, idx).at()
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
   if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG): return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
-  return _elem(ctx, b, _int_idx(ctx, idx))
+  return _elem(ctx, b, idx)
 
 # Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). When tinygrad's index is a multiple of n, a global buffer is
 # read through a vecN declaration of the same binding, provided the view's element offset _o (known only at launch) is a multiple
@@ -145,14 +165,13 @@ def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
   """(condition, vector element) for an aligned vector access of a global buffer, or None."""
   b, n = sh.src[0], sh.max_numel()
   if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
-  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps: return None
+  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps or _addr64(ctx, slot, sh.src[1]): return None
   name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
   return f"(_a{slot}>={n})", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
 
 def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   if sh.src[0].op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no GLSL for a vector access through {sh.src[0].op}")
-  i = _int_idx(ctx, sh.src[1])
-  return [_elem(ctx, sh.src[0], f"{i}+{j}" if j else i) for j in range(sh.max_numel())]
+  return [_elem(ctx, sh.src[0], sh.src[1], j) for j in range(sh.max_numel())]
 
 def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
   if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]): return None
@@ -165,7 +184,7 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   if (va := _wide_view(ctx, bidx)) is not None:
     dt = bidx.dtype
     u = UINT_OF_SIZE[dt.itemsize]
-    bits = "|".join(f"({TYPES[u]}({va.name}[{va.word}+{j}])<<{8*va.wdt.itemsize*j})" if j else f"{TYPES[u]}({va.name}[{va.word}])"
+    bits = "|".join(f"({TYPES[u]}({va.at(j)})<<{8*va.wdt.itemsize*j})" if j else f"{TYPES[u]}({va.at()})"
                     for j in range(va.k))
     return render_bitcast(dt, u, f"({bits})")
   # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
@@ -180,7 +199,7 @@ def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
     dt = v.dtype
     u = UINT_OF_SIZE[dt.itemsize]
     return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, ctx[v])};" + \
-      "".join(f" {va.name}[{va.word}+{j}] = {TYPES[va.wdt]}(_t>>{8*va.wdt.itemsize*j});" if j else f" {va.name}[{va.word}] = {TYPES[va.wdt]}(_t);"
+      "".join(f" {va.at(j)} = {TYPES[va.wdt]}(_t>>{8*va.wdt.itemsize*j});" if j else f" {va.at()} = {TYPES[va.wdt]}(_t);"
               for j in range(va.k)) + " }"
   val = f"uint8_t({ctx[v]}?1u:0u)" if v.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[v]
   return f"{ctx[bidx]} = {val};"
@@ -266,6 +285,14 @@ class GLSLRenderer(CStyleLanguage):
 
   def render(self, uops:list[UOp]) -> str:
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
+    params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
+    gbufs = [u for u in params if u.addrspace == AddrSpace.GLOBAL]
+    if [u.arg.slot for u in gbufs] != list(range(len(gbufs))): raise CompileError(f"VULKAN: buffer slots are not 0..n-1: {[u.arg.slot for u in gbufs]}")
+    try: self.abi = kernel_abi(self.caps, [(u.dtype.itemsize, numel(u._shape)) for u in gbufs], [u.dtype for u in params if u.addrspace == AddrSpace.ALU])
+    except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
+    if self.abi.pc_size > self.caps.pc:
+      raise CompileError(f"VULKAN: {sum(a is not None for a in self.abi.address)} buffer addresses, {len(gbufs)} view offsets and the scalars need "
+                         f"{self.abi.pc_size} bytes of push constants, the device has {self.caps.pc} (maxPushConstantsSize)")
     return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
@@ -285,21 +312,26 @@ class GLSLRenderer(CStyleLanguage):
     params = sorted((u.arg.slot, name, u, mutable) for name, (u, mutable) in bufs)
     gbufs = [p for p in params if p[2].addrspace == AddrSpace.GLOBAL]
     pvars = [p for p in params if p[2].addrspace == AddrSpace.ALU]
-    nwords = ceildiv(max(p[0] for p in gbufs) + 1, 4) if gbufs else 0
-    pc = [f"uint _off[{nwords}];"] if nwords else []
-    for (off, dt), (_, name, _, _) in zip(TinyELF.iter_sig(tuple((None, s, u.dtype, ()) for s, _, u, _ in pvars), 4*nwords), pvars):
-      pc.append(f"layout(offset={off}) {TYPES[dt]} {name};")
-    lines = ["#version 450", f"// kernel: {function_name}",
-             *(f"#extension {e} : require" for e in ("GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage",
-                                                      "GL_EXT_shader_16bit_storage")),
-             f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
+    abi, aliases = self.abi, self.aliases
+    pc = [(0, f"uint _off[{ceildiv(len(gbufs), 4)}];")] if gbufs else []   # (offset, member): members are declared in offset order
+    pc += [(off, f"layout(offset={off}) {TYPES[dt]} {name};") for (off, dt), (_, name, _, _) in zip(abi.vars, pvars)]
+    exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
+    lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
+             if any(a is not None for a in abi.address) else [])), f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
+    defines = []
     for slot, name, u, mutable in gbufs:
-      lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} "
-                   f"{{ {'uint8_t' if u.dtype == dtypes.bool else TYPES[u.dtype]} {name}[]; }};")
-      for ty, alias in getattr(self, "aliases", {}).get(slot, {}).items():
-        lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer {alias}_B {{ {ty} {alias}[]; }};")
-    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
-    lines += [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if getattr(self, "aliases", {}).get(slot)]
+      ro, views = "" if mutable else "readonly ", {"uint8_t" if u.dtype == dtypes.bool else TYPES[u.dtype]: name, **aliases.get(slot, {})}
+      if (off := abi.address[slot]) is None:
+        lines += [f"layout(set=0, binding={abi.binding[slot]}, std430) {ro}buffer {n}_B {{ {ty} {n}[]; }};" for ty, n in views.items()]
+        continue
+      # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
+      pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))
+      for ty, n in views.items():
+        lines.append(f"layout(buffer_reference, std430, buffer_reference_align={SIZE[ty]}) {ro}buffer {n}_R {{ {ty} v[]; }};")
+        defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
+        if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[ty]}ul).v[0]")
+    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
+    lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if aliases.get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
 

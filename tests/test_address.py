@@ -1,0 +1,146 @@
+"""Buffers past maxStorageBufferRange: passed to kernels by buffer device address (renderer/abi.py)."""
+import numpy as np
+import pytest
+from tinygrad import Tensor, Device, dtypes
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType, Ops, KernelInfo, buffers
+from tinygrad.engine.realize import run_linear
+from tinygrad.helpers import Context
+from tinygrad.codegen import to_program
+from tinygrad_vk.caps import Caps
+from tinygrad_vk.renderer.abi import kernel_abi
+from util import data, run_python
+
+needs_bda = pytest.mark.skipif("bda" not in Device["VULKAN"].caps, reason="bufferDeviceAddress missing or VULKAN_DISABLE=bda")
+
+def address_slots(monkeypatch) -> list[int]:
+  """Counts, for every program built from now on, how many of its buffers go by address."""
+  from tinygrad_vk.program import VulkanProgram
+  orig, out = VulkanProgram.__init__, []
+  def init(self, dev, obj):
+    orig(self, dev, obj)
+    out.append(sum(a is not None for a in self.abi.address))
+  monkeypatch.setattr(VulkanProgram, "__init__", init)
+  return out
+
+def test_abi_layout():
+  # the layout every renderer emits and the runtime packs: offset words, then 8-aligned addresses in slot order, then the vars
+  caps = Caps(frozenset({"bda"}), align=16, range=1 << 20)
+  abi = kernel_abi(caps, [(4, 100), (4, 1 << 18), (2, 10), (1, (1 << 20) - 14), (8, 5)], [dtypes.int, dtypes.long])
+  assert abi.binding == (0, None, 1, None, 2) and abi.address == (None, 8, None, 16, None)
+  assert abi.vars == ((24, dtypes.int), (32, dtypes.long)) and abi.pc_size == 40 and abi.ndesc == 3
+  assert kernel_abi(Caps(frozenset(), range=1 << 20), [(4, 1 << 18)], []).address == (None,)   # without bda: the descriptor (refused at bind)
+  assert kernel_abi(caps, [(4, None)], []).address == (8,)                                     # a symbolic size may be any size
+
+@needs_bda
+def test_sum_past_storage_buffer_range(monkeypatch):
+  # a real binding past the device's maxStorageBufferRange: a reduction and an elementwise kernel over it
+  slots = address_slots(monkeypatch)
+  n = Device["VULKAN"].caps.range // 4 + 1003
+  a = data(n, lo=-1, hi=1)
+  t = Tensor(a).realize()
+  np.testing.assert_allclose(t.sum().numpy(), a.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
+  out = (t[n - 5000:] * 2 + t[:5000]).numpy()   # reads the end of the buffer, past the range, and its start
+  np.testing.assert_array_equal(out, a[n - 5000:] * 2 + a[:5000])
+  assert sum(1 for s in slots if s) >= 2, f"the kernels reading the big buffer should read it by address: {slots}"
+
+def test_oversize_binding_without_bda_is_refused():
+  r = run_python("""
+from tinygrad import Tensor, Device
+n = Device["VULKAN"].caps.range // 4 + 16
+try: Tensor.empty(n).sum().realize()
+except RuntimeError as e: print("raised", e)""", {"VULKAN_DISABLE": "bda"})
+  assert r.returncode == 0 and "raised VULKAN: buffer" in r.stdout and "over maxStorageBufferRange" in r.stdout, r.stdout + r.stderr
+
+SMALL_RANGE = """
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor, TinyJit, Variable, dtypes
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType
+from tinygrad_vk.program import VulkanProgram
+from util import data, run_kernel, kernel_sources
+progs, writes, init = [], [], VulkanProgram.__init__
+VulkanProgram.__init__ = lambda self, dev, obj: (init(self, dev, obj), progs.append(len(self.abi.address) - self.ndesc), writes.append(self.written))[0]
+a, b = data((67, 45)), data((45, 53))
+np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+x = data(10007)
+tx = Tensor(x).realize()
+np.testing.assert_allclose(tx.sum().numpy(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+np.testing.assert_allclose(tx.reshape(10007, 1).expand(10007, 3).max(0).numpy(), [x.max()] * 3)
+y = data((37, 4000))   # a reduction across the lanes of a workgroup: shared memory and barriers
+assert any("shared " in s and "barrier();" in s and "buffer_reference" in s for s in kernel_sources(Tensor(y).sum(1)))
+np.testing.assert_allclose(Tensor(y).sum(1).numpy(), y.sum(1), rtol=1e-4, atol=1e-3)
+np.testing.assert_array_equal((tx[3:9000] * 2 + 1).numpy(), x[3:9000] * np.float32(2) + np.float32(1))     # float4 accesses
+np.testing.assert_array_equal((tx > 0).where(tx, -tx).numpy(), np.abs(x))                                    # bool buffers
+np.testing.assert_array_equal(tx.bitcast(dtypes.uint32).numpy(), x.view(np.uint32))                          # a view in the kernel
+for dt in (np.int8, np.uint8, np.float16, np.int64):
+  y = data(5003, dt)
+  np.testing.assert_array_equal((Tensor(y) * 3).numpy(), y * dt(3))
+@TinyJit
+def f(p, q): return (p * q + 1).realize()
+for i in range(4):   # a graph replayed with new input buffers
+  p, q = data(5003), data(5003)
+  np.testing.assert_allclose(f(Tensor(p), Tensor(q)).numpy(), p * q + 1, rtol=1e-6)
+v = Variable("n", 1, 10007).bind(4001)
+np.testing.assert_allclose(tx[:v].sum().item(), x[:4001].astype(np.float64).sum(), rtol=1e-4, atol=1e-3)   # a symbolic size
+# a view bound at an odd element offset: the aligned-down address plus the element offset _o
+n, base = 3001, Buffer("VULKAN", 3010, dtypes.float32, initial_value=x[:3010].tobytes())
+for off in (0, 1, 2, 5):
+  out = Buffer("VULKAN", n, dtypes.float32).allocate()
+  s, o, r = UOp.param(0, dtypes.float32, (n,)), UOp.param(1, dtypes.float32, (n,)), UOp.range(n, 0, AxisType.LOOP)
+  run_kernel([o.index(r).store(s.index(r) * 2.5).end(r)], [base.view(n, dtypes.float32, 4 * off), out])
+  np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.float32), x[off:off + n] * np.float32(2.5))
+assert len(progs) >= 10 and all(progs), progs
+assert all(len(w) == 1 for w in writes), f"only the output is written: readonly buffers passed by address are read from SPIR-V ({writes})"
+print("ok", sum(1 for p in progs if p), "of", len(progs), "programs pass buffers by address")
+"""
+
+@needs_bda
+def test_small_buffers_by_address():
+  # VULKAN_MAX_STORAGE_RANGE lowers the range, so every buffer over 2 KiB takes the address path: the whole kernel zoo on it
+  r = run_python(SMALL_RANGE, {"VULKAN_MAX_STORAGE_RANGE": "2048"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+  # and the same workload is refused once the path is off
+  off = run_python(SMALL_RANGE, {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_DISABLE": "bda"})
+  assert off.returncode != 0 and "over maxStorageBufferRange" in off.stderr, off.stdout + off.stderr
+
+@needs_bda
+@pytest.mark.skipif("i64" not in Device["VULKAN"].caps, reason="64-bit indexing needs shaderInt64")
+def test_64bit_index_by_address(monkeypatch):
+  # buffers declared with more than 2^31 elements: tinygrad indexes them with int64, so the element address is computed in 64
+  # bits (base + index * itemsize). The real buffers are small; the symbolic start z keeps the index type int64.
+  slots = address_slots(monkeypatch)
+  N, n = 2**31 + 1000, 100
+  a = data(300, np.uint8)
+  src, out = Buffer("VULKAN", 300, dtypes.uint8, initial_value=a.tobytes()), Buffer("VULKAN", 300, dtypes.uint8, initial_value=bytes(300))
+  s, o = UOp.param(0, dtypes.uint8, (N,)), UOp.param(1, dtypes.uint8, (N,))
+  zb = UOp.variable("z", 0, N - n - 1)
+  r, z = UOp.range(n, 0, AxisType.LOOP), zb.param_like(2)
+  buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in (src, out)]
+  for u, b in zip(buf_uops, (src, out)): buffers[u] = b
+  prg = UOp.sink(o.index(r + z).store(s.index(r + z) + 3).end(r), arg=KernelInfo())
+  glsl = to_program(prg, Device["VULKAN"].renderer).src[2].arg
+  assert "_at(alu" in glsl and "uint64_t(_p0)" in glsl, glsl
+  with Context(SPEC=2):
+    run_linear(UOp(Ops.LINEAR, src=(prg.call(*buf_uops, zb.bind(7)),)), var_vals={"z": 7, "p2": 7})
+  ref = np.zeros(300, np.uint8)
+  ref[7:7 + n] = a[7:7 + n] + 3
+  np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.uint8), ref)
+  assert slots == [2]
+
+@needs_bda
+def test_gpt2_small_by_address():
+  # scripts/gpt2_check.py at toy size, the token embedding (and the tied head reading it) past a lowered range
+  code = """
+import sys; sys.path.insert(0, "scripts")
+import gpt2_check
+from tinygrad_vk.program import VulkanProgram
+init, progs = VulkanProgram.__init__, []
+VulkanProgram.__init__ = lambda self, dev, obj: (init(self, dev, obj), progs.append(len(self.abi.address) - self.ndesc))[0]
+rc = gpt2_check.main(["--dim", "64", "--heads", "4", "--vocab", "1000", "--layers", "2", "--tokens", "4"])
+assert rc == 0
+assert sum(1 for p in progs if p) >= 2, progs
+print("ok")"""
+  r = run_python(code, {"VULKAN_MAX_STORAGE_RANGE": str(1000 * 64 * 4 - 4096)})
+  assert r.returncode == 0 and "ok" in r.stdout and "match" in r.stdout, r.stdout + r.stderr

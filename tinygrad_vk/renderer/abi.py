@@ -1,0 +1,66 @@
+"""The kernel ABI: how each buffer and scalar of a kernel reaches the shader. Every renderer emits it and the runtime
+(program.py) packs it, both from `kernel_abi` and the Caps the kernel was compiled for (`Target.arch`), so they always agree.
+
+A buffer parameter (slot 0..n-1) is
+  - bound by descriptor: set 0, binding = its rank among the descriptor-bound slots; or
+  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange. A view is bound
+    from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
+    n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
+    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded. (Measured on lavapipe, the
+    descriptor path is no slower, see README; it also keeps devices without `bda` on one path.)
+  Without `bda` every slot is bound by descriptor and the runtime refuses a binding past the range.
+Push constants (std430, byte offsets):
+  0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256)
+  then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
+  then            the scalar vars at TinyELF.iter_sig offsets
+Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
+(OpAccessChain) and the driver scales it to a 64-bit address on a PhysicalStorageBuffer pointer, so byte offsets past 2^31 need
+no 64-bit arithmetic in the shader. An int64 index cannot index an array: on an address slot the renderer computes the element's
+address in 64 bits (base + index * itemsize); a descriptor slot has at most 2^31-1 elements (a bigger one goes by address, and is
+refused without `bda`), so its int64 index is narrowed to int32 without loss.
+"""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+from tinygrad.device import TinyELF
+from tinygrad.dtype import DType
+from tinygrad.helpers import ceildiv, round_up
+from tinygrad_vk.caps import Caps
+
+ADDR_ALIGN = 256    # an address is passed aligned down to this: the widest vector alias (dvec4, 32 B) stays aligned
+INT32_MAX = 2**31 - 1
+
+@dataclass(frozen=True)
+class KernelABI:
+  binding: tuple[int|None, ...]     # per slot: its descriptor binding, None when passed by address
+  address: tuple[int|None, ...]     # per slot: push-constant byte offset of its address, None when bound by descriptor
+  vars: tuple[tuple[int, DType], ...]   # (push-constant byte offset, dtype) of each scalar var
+  pc_size: int
+  @property
+  def ndesc(self) -> int: return sum(b is not None for b in self.binding)
+
+def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
+  if numel is None: return "bda" in caps
+  if numel > INT32_MAX and "bda" not in caps:
+    raise ValueError(f"a buffer of {numel} elements needs 64-bit indexing, which needs bufferDeviceAddress (VULKAN_DISABLE=bda or missing)")
+  return "bda" in caps and numel * itemsize + caps.align - 1 > caps.range
+
+def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
+  """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order."""
+  binding, address, ndesc = [], [], 0
+  off = 4 * ceildiv(len(bufs), 4)
+  for isz, n in bufs:
+    if by_address(caps, isz, n):
+      off = round_up(off, 8)
+      binding.append(None); address.append(off)
+      off += 8
+    else:
+      binding.append(ndesc); address.append(None)
+      ndesc += 1
+  vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
+  pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
+  return KernelABI(tuple(binding), tuple(address), vars_, pc_size)
+
+def numel(shape:tuple|None) -> int|None:
+  """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""
+  return math.prod(shape) if shape is not None and all(isinstance(s, int) for s in shape) else None
