@@ -77,15 +77,17 @@ def bind_align() -> int:
   return Device["VULKAN"].caps.align
 
 class BindSpy:
-  """Records every VulkanProgram.bind: the descriptor offsets bound, and which pipeline it launches with (the alignment key of
-  the views' element offsets: all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
+  """Records every VulkanProgram.bind: per slot the offset bound (the descriptor offset, or for a buffer passed by address the
+  view offset folded into the address), and which pipeline it launches with (the alignment key of the views' element offsets:
+  all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
   def __init__(self, monkeypatch):
     from tinygrad_vk.program import VulkanProgram
     self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)
     orig = VulkanProgram.bind
     def bind(prg, dset, bufs, vals):
       pc, pipe = orig(prg, dset, bufs, vals)
-      self.binds.append(([prg.infos[i].offset for i in range(len(bufs))], next(k for k, p in prg.pipelines.items() if p == pipe), prg.aligned))
+      offs = [prg.infos[bd].offset if bd is not None else b.offset for b, bd in zip(bufs, prg.abi.binding)]
+      self.binds.append((offs, next(k for k, p in prg.pipelines.items() if p == pipe), prg.aligned))
       return pc, pipe
     monkeypatch.setattr(VulkanProgram, "bind", bind)
   def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
