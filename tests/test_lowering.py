@@ -3,7 +3,7 @@ import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources
+from util import run_kernel, kernel_sources, needs
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
@@ -15,6 +15,7 @@ def as_np(b:Buffer, npdt) -> np.ndarray: return np.frombuffer(b.as_memoryview(),
 # ---- buffer views inside a kernel: INDEX(BITCAST(SHRINK(PARAM))). Before: the renderer emitted C pointer casts, which glslang rejects.
 # The source is itself a tinygrad view at a 4-byte offset, so the push-constant element offset _o is nonzero too.
 
+@needs(dtypes.uint64)
 def test_view_wide_load():
   """uint64 elements read through a view of a uint32 buffer at an odd word: each put together from two words."""
   base_np = words(2*N+5)
@@ -25,6 +26,7 @@ def test_view_wide_load():
   run_kernel([o.index(r).store(s.shrink(((3, 2*N+3),)).bitcast(dtypes.uint64).index(r)).end(r)], [src, out])
   np.testing.assert_array_equal(as_np(out, np.uint64), base_np[4:4+2*N].view(np.uint64))
 
+@needs(dtypes.float64)
 def test_view_wide_store():
   """float64 stores through a view of a uint32 buffer at an odd word: each split into two words, the other words untouched."""
   vals = rng.uniform(-1e6, 1e6, size=N)
@@ -64,6 +66,7 @@ def bf16_round(x:np.ndarray) -> np.ndarray:
   u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
   return (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 
+@needs(dtypes.bfloat16)
 def test_bfloat16_roundtrip_and_math():
   from tinygrad import Tensor, Device
   assert dtypes.bfloat16 in Device["VULKAN"].renderer.supported_dtypes()
@@ -82,7 +85,9 @@ def test_vector_loads_and_stores():
   from tinygrad import Tensor, Device
   from tinygrad.dtype import _to_np_dtype
   assert Device["VULKAN"].renderer.supports_float4
+  native = Device["VULKAN"].renderer.supported_dtypes()
   for dt, lo, hi in [(dtypes.float, -3, 3), (dtypes.half, -3, 3), (dtypes.int, -1000, 1000), (dtypes.uint, 0, 1000)]:
+    if dt not in native: continue   # half is emulated without shaderFloat16 (VULKAN_PROFILE=min): no vectors of it
     npdt = _to_np_dtype(dt)
     x = rng.uniform(lo, hi, 4*37+5).astype(npdt)
     t = Tensor(x, device="VULKAN").realize()[3:3+4*37]   # an odd start: vectors of 1, 2 and 4 lanes

@@ -1,6 +1,7 @@
 """Shared test helpers."""
 import os, subprocess, sys
 import numpy as np
+import pytest
 from tinygrad import Tensor, Device
 from tinygrad.uop.ops import Ops, UOp, KernelInfo, buffers
 from tinygrad.codegen import to_program
@@ -17,6 +18,13 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
     info = np.iinfo(dtype)
     return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
   return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+def needs(*dts):
+  """Skip unless VULKAN has these dtypes natively (under VULKAN_PROFILE or VULKAN_DISABLE it may not); the reason names the feature."""
+  from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
+  names = [repr(d)[len("dtypes."):] for d in dts]
+  missing = [n for n in names if dtype_support(n, Device["VULKAN"].caps) != "native"]
+  return pytest.mark.skipif(bool(missing), reason="needs " + ", ".join(f"{n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in missing))
 
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
   """The GLSL of every kernel that realizing t would run. Consumes t: schedule_linear() leaves running the schedule to the caller."""

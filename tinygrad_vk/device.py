@@ -38,7 +38,8 @@ class VulkanDevice(Compiled):
   @staticmethod
   def _create_device(phys, caps, exts:list[str]):
     # enable exactly the features the renderer may use, so a disabled one really is unavailable
-    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps)
+    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps,
+              bufferDeviceAddress="bda" in caps)
     f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12, storageBuffer16BitAccess="s16" in caps)
     feats = new("VkPhysicalDeviceFeatures2", pNext=f11)
     feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps

@@ -5,10 +5,10 @@ allocator and (through `Caps`) the renderer need.
 """
 from __future__ import annotations
 import functools, os, sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from tinygrad.helpers import getenv
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str
-from tinygrad_vk.caps import Caps, disabled_flags
+from tinygrad_vk.caps import Caps, disabled_flags, apply_profile
 
 API_VERSION = (1 << 22) | (2 << 12)   # Vulkan 1.2: 8/16-bit storage, float16/int8 arithmetic and float controls are core
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
@@ -121,7 +121,8 @@ class PhysicalDevice:
     f = feats.features
     self.features = {"shaderFloat64": f.shaderFloat64, "shaderInt64": f.shaderInt64, "shaderInt16": f.shaderInt16,
                      "storageBuffer16BitAccess": f11.storageBuffer16BitAccess, "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
-                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8, "hostQueryReset": f12.hostQueryReset}
+                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8, "hostQueryReset": f12.hostQueryReset,
+                     "bufferDeviceAddress": f12.bufferDeviceAddress}
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mp)
     self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
@@ -141,23 +142,31 @@ class PhysicalDevice:
     f, out = self.features, set()
     if f["storageBuffer16BitAccess"]:
       out.add("s16")
-      if f["shaderFloat16"]: out.add("f16")
-      if f["shaderInt16"]: out.add("i16")
+      if f["shaderInt16"]:
+        out.add("i16")
+        if f["shaderFloat16"]: out.add("f16")
     if f["storageBuffer8BitAccess"]:
       out.add("s8")
       if f["shaderInt8"]: out.add("i8")
     if f["shaderInt64"]: out.add("i64")
     if f["shaderFloat64"]: out.add("f64")
-    out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
+    if f["bufferDeviceAddress"]: out.add("bda")
+    out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
     return out | {"vec"}
 
-  def caps(self) -> Caps:
+  def real_caps(self) -> Caps:
+    """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
     lim = self.limits
-    flags = self.flags() - disabled_flags(os.environ.get("VULKAN_DISABLE", ""))
-    return Caps(frozenset(flags), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
+    return Caps(frozenset(self.flags()), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
                 pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"], range=lim["maxStorageBufferRange"],
+                allocs=lim["maxMemoryAllocationCount"],
                 maxloop=getenv("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == DRIVER_ID_LLVMPIPE else 0))
+
+  def caps(self) -> Caps:
+    """What tinygrad_vk uses: the device's capabilities as VULKAN_PROFILE allows them, less VULKAN_DISABLE."""
+    caps = apply_profile(self.real_caps(), os.environ.get("VULKAN_PROFILE", ""))
+    return replace(caps, flags=caps.flags - disabled_flags(os.environ.get("VULKAN_DISABLE", "")))
 
 @functools.cache
 def instance() -> Instance: return Instance()

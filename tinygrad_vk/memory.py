@@ -84,6 +84,7 @@ class VulkanAllocator(LRUAllocator):
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
+    size = round_up(size, 4)   # whole 32-bit words: kernels may access 8/16-bit data through words (renderer/packing.py)
     if options.host: return self.create(size, self.picker.host, mapped=True)
     return self.create(size, self.picker.mapped + self.picker.local, mapped=False)
 

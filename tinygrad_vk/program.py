@@ -102,7 +102,8 @@ class VulkanProgram:
       rem = b.offset % caps.align
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
-      if (rng := rem + b.size) > caps.range:
+      # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words
+      if (rng := round_up(rem + b.size, 4)) > caps.range:
         raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
       infos[i].buffer, infos[i].offset, infos[i].range = b.handle, b.offset - rem, rng
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]

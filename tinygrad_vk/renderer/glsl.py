@@ -24,6 +24,7 @@ from tinygrad.helpers import strip_parens, ceildiv
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, is_word_access
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -119,7 +120,18 @@ def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
 def _elem(ctx:GLSLRenderer, b:UOp, i:str) -> str:
   return f"{ctx[b]}[{i}+_o{slot}]" if (slot := _buf_slot(b)) is not None else f"{ctx[b]}[{i}]"
 
-def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
+def _word_array(ctx:GLSLRenderer, bidx:UOp) -> str|None:
+  """For a word access (renderer/packing.py) of a buffer of 1/2-byte elements, whose index holds the view offset already: the
+  uint array, which is the buffer itself when it is packed, else a uint alias of it. Other word accesses are uint views."""
+  if not is_word_access(bidx): return None
+  base = bidx.src[0].src[0]
+  if base.op is Ops.AFTER: base = base.src[0]
+  if base.op is Ops.BUFFER or base.dtype in packed_dtypes(ctx.caps): return ctx[base]
+  if base.dtype.itemsize >= 4: return None
+  return ctx.aliases.setdefault(base.arg.slot, {}).setdefault("uint", f"{ctx[base]}_uint")
+
+def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
+  if (words := _word_array(ctx, x)) is not None: return f"{words}[{_int_idx(ctx, idx)}]"
   if _is_view(b):
     va = view_access(ctx, b, idx)
     return f"{va.name}[{va.word}]"
@@ -154,7 +166,7 @@ def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   return [_elem(ctx, sh.src[0], f"{i}+{j}" if j else i) for j in range(sh.max_numel())]
 
 def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
-  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]): return None
+  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]) or _word_array(ctx, bidx) is not None: return None
   return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
 
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
@@ -170,7 +182,18 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
   return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
 
+def _read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
+  """(keep, field) when v is packing's (LOAD(bidx) & keep) | field: a store of a field of a word shared with other invocations."""
+  for masked, field in ((v, None),) + (((v.src[0], v.src[1]), (v.src[1], v.src[0])) if v.op is Ops.OR else ()):
+    if masked.op is Ops.AND:
+      for ld, keep in (masked.src, masked.src[::-1]):
+        if ld.op is Ops.LOAD and ld.src[0] is bidx: return keep, field
+  return None
+
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
+  if is_word_access(bidx) and (rmw := _read_modify_write(bidx, v)) is not None:
+    keep, field = rmw
+    return f"atomicAnd({ctx[bidx]}, {ctx[keep]});" + (f" atomicOr({ctx[bidx]}, {ctx[field]});" if field is not None else "")
   if bidx.op is Ops.SHRINK:
     packed = "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx)))
     if (va := _vector_alias(ctx, bidx)) is not None: packed = f" if {va[0]} {va[1]} = _v; else {{{packed} }}"
@@ -193,12 +216,13 @@ glsl_rewrite = PatternMatcher([
    else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
-  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access)
+  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access, or a word access)
   # a vector access (LOAD/STORE of SHRINK) is rendered by the LOAD/STORE itself
-  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or _is_view(x) else None),
-  (UPat(Ops.BUFFER, name="x"), lambda ctx,x:
+  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  (UPat(Ops.BUFFER, name="x"), lambda ctx,x: f"shared uint {ctx[x]}[{x.max_numel() * x.dtype.itemsize // 4}];"
+   if x.addrspace == AddrSpace.LOCAL and x.dtype in packed_dtypes(ctx.caps) else
    f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
-  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx"))), render_index),
+  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx")), name="x"), render_index),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), render_load),
@@ -254,7 +278,7 @@ class GLSLRenderer(CStyleLanguage):
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -268,12 +292,16 @@ class GLSLRenderer(CStyleLanguage):
     return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
-    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) == "native"}
+    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) in ("native", "packed")}
 
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
     if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
       raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
                          f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
+    packed = packed_dtypes(self.caps)
+    if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
+                 (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
+      raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {function_name}")
     sizes = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": int(u.src[0].vmax) for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void}
     kernel = fit_loop_budget(kernel, sizes, self.caps.maxloop, function_name)
     local = [1, 1, 1]
@@ -293,8 +321,8 @@ class GLSLRenderer(CStyleLanguage):
                                                       "GL_EXT_shader_16bit_storage")),
              f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
     for slot, name, u, mutable in gbufs:
-      lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} "
-                   f"{{ {'uint8_t' if u.dtype == dtypes.bool else TYPES[u.dtype]} {name}[]; }};")
+      ty = "uint" if u.dtype in packed else "uint8_t" if u.dtype == dtypes.bool else TYPES[u.dtype]
+      lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer B{slot} {{ {ty} {name}[]; }};")
       for ty, alias in getattr(self, "aliases", {}).get(slot, {}).items():
         lines.append(f"layout(set=0, binding={slot}, std430) {'' if mutable else 'readonly '}buffer {alias}_B {{ {ty} {alias}[]; }};")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
