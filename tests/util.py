@@ -19,12 +19,15 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
     return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
   return rng.uniform(lo, hi, size=shape).astype(dtype)
 
-def needs(*dts):
-  """Skip unless VULKAN has these dtypes natively (under VULKAN_PROFILE or VULKAN_DISABLE it may not); the reason names the feature."""
+def missing(*dts) -> str:
+  """'' when VULKAN has these dtypes (natively or packed in 32-bit words), else which it has not and the Vulkan feature each
+  needs: under VULKAN_PROFILE or VULKAN_DISABLE a dtype may be emulated by tinygrad or refused."""
   from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
   names = [repr(d)[len("dtypes."):] for d in dts]
-  missing = [n for n in names if dtype_support(n, Device["VULKAN"].caps) != "native"]
-  return pytest.mark.skipif(bool(missing), reason="needs " + ", ".join(f"{n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in missing))
+  return ", ".join(f"needs {n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in names
+                   if dtype_support(n, Device["VULKAN"].caps) not in ("native", "packed"))
+
+def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
   """The GLSL of every kernel that realizing t would run. Consumes t: schedule_linear() leaves running the schedule to the caller."""

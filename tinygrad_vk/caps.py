@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 # feature flags: what each one means on the device
 FLAGS = {
-  "f16": "shaderFloat16 + storageBuffer16BitAccess",
+  "f16": "shaderFloat16 + shaderInt16 + storageBuffer16BitAccess",
   "i16": "shaderInt16 + storageBuffer16BitAccess",
   "s16": "storageBuffer16BitAccess",
   "i8": "shaderInt8 + storageBuffer8BitAccess",
@@ -81,12 +81,15 @@ def disabled_flags(spec:str) -> set[str]:
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the Vulkan 1.2 required minimums: no optional feature at all
   "min": (frozenset({"vec"}), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
-  # a typical Mali/Adreno phone: Android's baseline 2022 limits, 4 storage buffers (Mali drivers), no 8/16-bit storage, no
-  # int64/float64/float controls, buffer device address (sources in docs/capabilities.md)
-  "mobile": (frozenset({"vec", "bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28,
-                                             allocs=4096)),
+  # a typical Mali/Adreno phone (sources in docs/capabilities.md): Android's 2022 baseline limits, 4 storage buffers per stage
+  # (older Mali drivers), no 8-bit storage (Adreno), no 16-bit storage, int64, float64 or float controls (not in that baseline),
+  # buffer device address
+  "mobile": (frozenset({"vec", "bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28)),
 }
 LOWER_BOUND = {"align"}   # limits where a poorer device has a larger value
+LIMIT_NAMES = {"align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize", "wginv": "maxComputeWorkGroupInvocations",
+               "smem": "maxComputeSharedMemorySize", "pc": "maxPushConstantsSize", "bufs": "maxPerStageDescriptorStorageBuffers",
+               "range": "maxStorageBufferRange", "allocs": "maxMemoryAllocationCount"}
 
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
