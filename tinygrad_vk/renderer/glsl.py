@@ -25,6 +25,7 @@ from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
 from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, is_word_access
+from tinygrad_vk.renderer.sin32 import sin32_matcher
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -279,6 +280,9 @@ class GLSLRenderer(CStyleLanguage):
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
       create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher
+    if "i64" not in self.caps:   # SIN is kept through tinygrad's decompositions, whose sin needs 64-bit integers: sin32.py lowers it
+      self.code_for_op = {**self.code_for_op, Ops.SIN: _sin_left}
+      self.extra_matcher = sin32_matcher + self.extra_matcher
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -329,6 +333,8 @@ class GLSLRenderer(CStyleLanguage):
     lines += [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if getattr(self, "aliases", {}).get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
+
+def _sin_left(x, dtype): raise CompileError(f"VULKAN: SIN of {dtype} was not lowered (renderer/sin32.py)")
 
 def _refusal(dt:DType) -> str:
   return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"
