@@ -27,7 +27,8 @@ def unsupported(phys, caps) -> list[str]:
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
                               "innermost loops are unrolled, kernels that still exceed it are refused")
   out += [f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused",
-          f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
+          f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
+          (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
