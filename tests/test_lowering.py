@@ -113,3 +113,15 @@ def test_vector_alias_and_misaligned_views():
   for start in range(5):   # element offsets 0..4 inside the buffer: the runtime remainder _o is 0, 1, 2, 3, then 0 again
     a, b = t[start:start + 4 * 257], t[start + 3:start + 3 + 4 * 257]
     np.testing.assert_array_equal((a + b * 2).numpy(), base[start:start + 4 * 257] + base[start + 3:start + 3 + 4 * 257] * 2)
+
+# ---- a buffer of the kernel whose accesses were all folded away: tinygrad passes the others only. Before: "buffer slots of ...
+# are not 0..n-1" (under VULKAN_PROFILE=min tinygrad's 4-buffer splitting made such a kernel in test_ops::test_simple_cumprod).
+
+def test_kernel_with_an_unused_buffer():
+  a_np = rng.uniform(-2, 2, N).astype(np.float32)
+  out, unused = Buffer("VULKAN", N, dtypes.float32).allocate(), Buffer("VULKAN", 4, dtypes.float32).allocate()
+  src = Buffer("VULKAN", N, dtypes.float32, initial_value=a_np.tobytes())
+  o, s = UOp.param(0, dtypes.float32, (N,)), UOp.param(2, dtypes.float32, (N,))
+  r = UOp.range(N, 0, AxisType.LOOP)
+  run_kernel([o.index(r).store(s.index(r) * 2.0 + 1.0).end(r)], [out, unused, src])
+  np.testing.assert_array_equal(as_np(out, np.float32), a_np * 2 + 1)

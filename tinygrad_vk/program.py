@@ -29,11 +29,13 @@ class VulkanProgram:
   # cheaper, and a VkPipelineCache (in memory or persisted) changed nothing
   def __init__(self, dev, obj:TinyELF):
     self.dev, self.name, self.profile_key = dev, obj.name, obj.profile_key
-    bufs = [s for s in obj.signature if s[0] is None]
-    if (slots := [s[1] for s in bufs]) != list(range(len(bufs))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {slots}")
-    self.itemsize = [s[2].itemsize for s in bufs]
-    nwords = ceildiv(len(bufs), 4)
-    self.vals = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(bufs):], 4 * nwords)]
+    sig = [s for s in obj.signature if s[0] is None]
+    # the buffers tinygrad passes are those of these slots: a buffer whose accesses were all folded away has none (its binding
+    # then points at a scratch buffer: the shader declares no variable for it)
+    isz = {s[1]: s[2].itemsize for s in sig}
+    self.slots, self.itemsize = sorted(isz), [isz.get(i, 1) for i in range(max(isz, default=-1) + 1)]
+    bufs, nwords = self.itemsize, ceildiv(len(self.itemsize), 4)
+    self.vals = [(off, dt.fmt) for off, dt in TinyELF.iter_sig(obj.signature[len(sig):], 4 * nwords)]
     self.pc_size = round_up(max([off + struct.calcsize(f) for off, f in self.vals] + [4 * nwords]), 4)
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
@@ -42,13 +44,14 @@ class VulkanProgram:
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
-    self.writes = [i for i in range(len(bufs)) if i not in readonly]
+    self.writes = [j for j, slot in enumerate(self.slots) if slot not in readonly]   # positions in the buffers passed
     self.set_layout, self.layout = dev.pipeline_layout(len(bufs), self.pc_size)
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod), "vkCreateShaderModule")
     self.module = mod[0]
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(len(bufs), 1))
+    unused = {"buffer": dev.scratch.handle, "offset": 0, "range": dev.scratch.size}
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", [unused] * max(len(bufs), 1))
     self.write = new("VkWriteDescriptorSet", descriptorCount=len(bufs), descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=self.infos)
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' view offsets (specialization constant id = slot, see renderer/glsl.py); the aligned
@@ -98,8 +101,8 @@ class VulkanProgram:
     """Point the descriptor set at the buffers (views bound at the aligned-down offset), pack the push constants, and pick the
     pipeline specialized for how aligned the views' element offsets are."""
     caps, infos, pc, align = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned
-    for i, (b, isz) in enumerate(zip(bufs, self.itemsize)):
-      rem = b.offset % caps.align
+    for i, b in zip(self.slots, bufs):
+      isz, rem = self.itemsize[i], b.offset % caps.align
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
       # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words

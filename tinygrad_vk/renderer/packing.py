@@ -25,7 +25,7 @@ only through its word view, and so is any 8/16-bit view (BITCAST/SHRINK chain) o
 Only 32-bit types, shifts, masks and uint atomics and/or are needed. 8-byte views of packed memory are refused.
 
 Without shaderInt64 the pass also splits the 64-bit integer ops that tinygrad's late decompositions add after its own int64
-emulation ran (sin's Payne-Hanek reduction), with tinygrad's own int-pair rules.
+emulation ran (float64 sin; float32/half sin has its own 32-bit reduction, renderer/sin32.py), with tinygrad's int-pair rules.
 """
 from __future__ import annotations
 import functools
@@ -202,7 +202,7 @@ phase2 = PatternMatcher([
 
 def pack(ctx, sink:UOp) -> UOp|None:
   out = sink
-  # tinygrad emulates int64 as int pairs before its late decompositions, which may add some (sin's Payne-Hanek reduction)
+  # tinygrad emulates int64 as int pairs before its late decompositions, which may add some (float64 sin)
   if "i64" not in ctx.caps and any(u.dtype in (dtypes.long, dtypes.ulong) for u in sink.toposort()):
     out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: late int64 as int pairs")
   if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
