@@ -151,7 +151,7 @@ def packed_store(ctx, st:UOp) -> UOp|None:
   bits = _bits(v, dt)
   if k == 4 and align == 4: return view.index(word).store(bits, gate)
   m, ones = UOp.const(_mask(k), dtypes.uint), UOp.const(0xFFFFFFFF, dtypes.uint)
-  if k < 4: bits = bits & m
+  if k < 4 and not (0 <= bits.vmin and bits.vmax <= _mask(k)): bits = bits & m
   stores = [_rmw(view.index(word), (m << sh) ^ ones, bits << sh, gate)]
   if align < k:
     need = sh > (32 - 8*k)
