@@ -89,4 +89,4 @@ def test_info_shows_the_profile():
   r = run_python("import sys; from tinygrad_vk.__main__ import main; sys.argv = ['tinygrad_vk', 'info']; sys.exit(main())", {"VULKAN_PROFILE": "min"})
   assert r.returncode == 0, r.stderr
   assert "VULKAN_PROFILE=min" in r.stdout and "turned off by the profile" in r.stdout and "dtypes packed" in r.stdout, r.stdout
-  if Device["VULKAN"].phys.real_caps().wginv > 128: assert f"maxComputeWorkGroupInvocations {Device['VULKAN'].phys.real_caps().wginv} -> 128" in r.stdout
+  if (inv := Device["VULKAN"].phys.real_caps().wginv) > 128: assert f"maxComputeWorkGroupInvocations {inv} -> 128" in r.stdout

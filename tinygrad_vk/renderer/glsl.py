@@ -219,7 +219,8 @@ glsl_rewrite = PatternMatcher([
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access, or a word access)
   # a vector access (LOAD/STORE of SHRINK) is rendered by the LOAD/STORE itself
-  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"),
+   lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   (UPat(Ops.BUFFER, name="x"), lambda ctx,x: f"shared uint {ctx[x]}[{x.max_numel() * x.dtype.itemsize // 4}];"
    if x.addrspace == AddrSpace.LOCAL and x.dtype in packed_dtypes(ctx.caps) else
    f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
