@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.dtype import _to_np_dtype
-from util import data, run_python
+from util import data, run_python, missing
 
 # numpy has no bfloat16: it is checked against a rounding reference in test_bfloat16 and tests/test_lowering.py
 NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes() - {dtypes.bfloat16}, key=lambda d: d.name)
@@ -55,7 +55,7 @@ def test_casts_to_float_and_back(src):
 @pytest.mark.parametrize("a,b", [(dtypes.float32, dtypes.int32), (dtypes.float32, dtypes.uint32), (dtypes.half, dtypes.int16),
                                  (dtypes.half, dtypes.uint16), (dtypes.float64, dtypes.int64), (dtypes.int8, dtypes.uint8)], ids=str)
 def test_bitcast(a, b):
-  if a not in NATIVE or b not in NATIVE: pytest.skip(f"{a} or {b} not native on this device")
+  if (m := missing(a, b)): pytest.skip(m)
   x = data(333, _to_np_dtype(a))
   np.testing.assert_array_equal(Tensor(x).bitcast(b).numpy(), x.view(_to_np_dtype(b)))
   np.testing.assert_array_equal(Tensor(x).bitcast(b).bitcast(a).numpy(), x)

@@ -1,6 +1,7 @@
 """Shared test helpers."""
 import os, subprocess, sys
 import numpy as np
+import pytest
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import TinyELF
 from tinygrad.uop.ops import Ops, UOp, KernelInfo, buffers
@@ -18,6 +19,16 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
     info = np.iinfo(dtype)
     return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
   return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+def missing(*dts) -> str:
+  """'' when VULKAN has these dtypes (natively or packed in 32-bit words), else which it has not and the Vulkan feature each
+  needs: under VULKAN_PROFILE or VULKAN_DISABLE a dtype may be emulated by tinygrad or refused."""
+  from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
+  names = [repr(d)[len("dtypes."):] for d in dts]
+  return ", ".join(f"needs {n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in names
+                   if dtype_support(n, Device["VULKAN"].caps) not in ("native", "packed"))
+
+def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
   """The GLSL of every kernel that realizing t would run. Consumes t: schedule_linear() leaves running the schedule to the caller."""

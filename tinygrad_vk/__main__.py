@@ -1,6 +1,6 @@
 """python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
 import argparse, os, sys
-from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
+from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile
 
 def size(n:int) -> str:
   for unit, s in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -11,15 +11,24 @@ def mem_flags(f:int) -> str:
   names = ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT", "HOST_CACHED", "LAZILY_ALLOCATED", "PROTECTED"]
   return "|".join(n for i, n in enumerate(names) if f & (1 << i)) or "-"
 
+def profile_changes(phys) -> list[str]:
+  """What VULKAN_PROFILE turned off or lowered on this device."""
+  real = phys.real_caps()
+  prof = apply_profile(real, os.environ.get("VULKAN_PROFILE", ""))
+  out = [f"{FLAGS[f]}" for f in FLAGS if f in real and f not in prof]
+  return out + [f"{name} {getattr(real, k)} -> {getattr(prof, k)}" for k, name in LIMIT_NAMES.items() if getattr(real, k) != getattr(prof, k)]
+
 def unsupported(phys, caps) -> list[str]:
   """What this device cannot do, explicitly."""
-  out = []
+  out, prof = [], apply_profile(phys.real_caps(), os.environ.get("VULKAN_PROFILE", ""))
   for flag, what in FLAGS.items():
-    if flag not in caps: out.append(f"no {what}" + (" (VULKAN_DISABLE)" if flag in phys.flags() else ""))
+    if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
+                                                    " (VULKAN_DISABLE)" if flag in phys.flags() else ""))
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
                               "innermost loops are unrolled, kernels that still exceed it are refused")
   if "bda" not in caps: out.append(f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused")
-  out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
+  out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
+          (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
@@ -33,6 +42,8 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   api = f"{phys.api_version >> 22}.{(phys.api_version >> 12) & 0x3ff}.{phys.api_version & 0xfff}"
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
           ("driver", phys.driver), ("Vulkan API", api)]
+  if (spec := os.environ.get("VULKAN_PROFILE", "")):
+    rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", "; ".join(profile_changes(phys)) or "nothing")]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]
   rows += [(f"memory type {t.index}", f"heap {t.heap}: {mem_flags(t.flags)}") for t in phys.memory_types]
   rows += [("maxStorageBufferRange", size(caps.range)), ("maxPushConstantsSize", f"{caps.pc} B"),
@@ -41,7 +52,7 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
            ("maxComputeSharedMemorySize", size(caps.smem)), ("subgroup size", str(phys.subgroup_size)),
            ("maxPerStageDescriptorStorageBuffers", str(caps.bufs)), ("minStorageBufferOffsetAlignment", f"{caps.align} B"),
            ("max buffer size", size(phys.max_buffer)), ("maxMemoryAllocationSize", size(phys.max_alloc)),
-           ("maxMemoryAllocationCount", f"{lim['maxMemoryAllocationCount']} (buffers are suballocated from a few blocks)"),
+           ("maxMemoryAllocationCount", f"{caps.allocs} (buffers are suballocated from a few blocks)"),
            ("heap budget", BUDGET_EXT if BUDGET_EXT in phys.extensions else f"{HEAP_SHARE:.0%} of each heap (no {BUDGET_EXT})"),
            ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
   groups: dict[str, list[str]] = {}
@@ -74,7 +85,7 @@ def main():
     else:
       print()
       for k, v in rows:
-        items = v.split("; ") if k in ("not supported", "refused because") else [v]
+        items = v.split("; ") if k in ("not supported", "refused because", "turned off by the profile") else [v]
         for j, item in enumerate(items): print(f"  {k if j == 0 else '':36s} {item}")
   return 0
 

@@ -4,11 +4,11 @@ The device reads features and limits once and encodes them here; the renderer (w
 must not open Vulkan) decodes them. `DEV=VULKAN::<arch>` can override the string; missing keys take the Vulkan minimums.
 """
 from __future__ import annotations
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 # feature flags: what each one means on the device
 FLAGS = {
-  "f16": "shaderFloat16 + storageBuffer16BitAccess",
+  "f16": "shaderFloat16 + shaderInt16 + storageBuffer16BitAccess",
   "i16": "shaderInt16 + storageBuffer16BitAccess",
   "s16": "storageBuffer16BitAccess",
   "i8": "shaderInt8 + storageBuffer8BitAccess",
@@ -21,10 +21,12 @@ FLAGS = {
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
 }
+# what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
+REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
-DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),
-                  "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "vec": ("vec",),
-                  "bda": ("bda",)}
+DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
+                  "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
+                  "vec": ("vec",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -43,6 +45,7 @@ class Caps:
   pc: int = 128                               # maxPushConstantsSize
   bufs: int = 4                               # maxPerStageDescriptorStorageBuffers
   range: int = 1 << 27                        # maxStorageBufferRange
+  allocs: int = 4096                          # maxMemoryAllocationCount
   maxloop: int = 0                            # loop back-edges one invocation may run, 0: unbounded (llvmpipe: see renderer/loops.py)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
@@ -72,28 +75,66 @@ def disabled_flags(spec:str) -> set[str]:
     out.update(DISABLE_GROUPS[name])
   return out
 
-# tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, flag that lets tinygrad emulate it or None, why it is refused)
-DTYPE_RULES: dict[str, tuple[str|None, str|None, str]] = {
-  "bool": ("s8", None, "bool buffers are bytes: needs storageBuffer8BitAccess"),
-  "char": ("i8", None, "needs shaderInt8 + storageBuffer8BitAccess"),
-  "uchar": ("i8", None, "needs shaderInt8 + storageBuffer8BitAccess"),
-  "short": ("i16", None, "needs shaderInt16 + storageBuffer16BitAccess"),
-  "ushort": ("i16", None, "needs shaderInt16 + storageBuffer16BitAccess"),
-  "int": (None, None, ""), "uint": (None, None, ""), "float": (None, None, ""),
-  "long": ("i64", None, ""), "ulong": ("i64", None, ""),    # without shaderInt64 tinygrad splits them into int pairs
-  "double": ("f64", None, "needs shaderFloat64"),
-  "half": ("f16", "i16", "emulation stores it as ushort: needs shaderInt16 + storageBuffer16BitAccess"),
-  "bfloat16": ("i16", None, "stored as 16-bit words and computed in float: needs shaderInt16 + storageBuffer16BitAccess"),
-  "fp8e4m3": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
-  "fp8e5m2": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
-  "fp8e4m3fnuz": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
-  "fp8e5m2fnuz": (None, "i8", "emulation stores it as uchar: needs shaderInt8 + storageBuffer8BitAccess"),
+# VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
+# only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
+# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). "vec" is a renderer path, not a device feature.
+PROFILES: dict[str, tuple[frozenset[str], dict]] = {
+  # the Vulkan 1.2 required minimums: no optional feature at all
+  "min": (frozenset({"vec"}), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
+  # a typical Mali/Adreno phone (sources in docs/capabilities.md): Android's 2022 baseline limits, 4 storage buffers per stage
+  # (older Mali drivers), no 8-bit storage (Adreno), no 16-bit storage, int64, float64 or float controls (not in that baseline),
+  # buffer device address
+  "mobile": (frozenset({"vec", "bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28)),
+}
+LOWER_BOUND = {"align"}   # limits where a poorer device has a larger value
+LIMIT_NAMES = {"align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize", "wginv": "maxComputeWorkGroupInvocations",
+               "smem": "maxComputeSharedMemorySize", "pc": "maxPushConstantsSize", "bufs": "maxPerStageDescriptorStorageBuffers",
+               "range": "maxStorageBufferRange", "allocs": "maxMemoryAllocationCount"}
+
+def with_requirements(flags:set[str]) -> set[str]:
+  out = set(flags)
+  while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more
+  return out
+
+def apply_profile(caps:Caps, spec:str) -> Caps:
+  """caps as the profiles in VULKAN_PROFILE=<spec> allow them (never more than the device has)."""
+  names = [n for n in (s.strip() for s in spec.split(",")) if n]
+  if not names: return caps
+  granted, limits = set(), {}
+  for name in names:
+    if name in FLAGS: granted.add(name)
+    elif name in PROFILES:
+      granted |= PROFILES[name][0]
+      for k, v in PROFILES[name][1].items(): limits[k] = _tighter(k, limits[k], v) if k in limits else v
+    else: raise ValueError(f"VULKAN_PROFILE: unknown profile {name!r}, expected {', '.join(PROFILES)} or feature names ({', '.join(FLAGS)})")
+  return replace(caps, flags=caps.flags & frozenset(with_requirements(granted)),
+                 **{k: _tighter(k, getattr(caps, k), v) for k, v in limits.items()})
+
+def _tighter(k:str, a, b):
+  if isinstance(a, tuple): return tuple(min(x, y) for x, y in zip(a, b))
+  return max(a, b) if k in LOWER_BOUND else min(a, b)
+
+# tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, else "packed" / "emulated" / "refused", why).
+# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits (renderer/packing.py); emulated: tinygrad rewrites it
+# into other types (half and fp8 into 16/8-bit words, then packed where needed; long into int pairs)
+NEVER = "never"   # no flag makes the fp8 types native
+DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
+  "bool": ("s8", "packed", "without storageBuffer8BitAccess"),
+  "char": ("i8", "packed", "without shaderInt8 + storageBuffer8BitAccess"),
+  "uchar": ("i8", "packed", "without shaderInt8 + storageBuffer8BitAccess"),
+  "short": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
+  "ushort": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
+  "int": (None, "", ""), "uint": (None, "", ""), "float": (None, "", ""),
+  "long": ("i64", "emulated", "int pairs without shaderInt64"),
+  "ulong": ("i64", "emulated", "int pairs without shaderInt64"),
+  "double": ("f64", "refused", "needs shaderFloat64"),
+  "half": ("f16", "emulated", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess"),
+  "bfloat16": ("i16", "emulated", "16-bit words computed in float, flushing denormals, without shaderInt16 + storageBuffer16BitAccess"),
+  "fp8e4m3": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2": (NEVER, "emulated", "bytes computed in float"),
+  "fp8e4m3fnuz": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2fnuz": (NEVER, "emulated", "bytes computed in float"),
 }
 
 def dtype_support(name:str, caps:Caps) -> str:
-  """'native', 'emulated' (tinygrad rewrites it into supported types) or 'refused'."""
-  native, emul, _ = DTYPE_RULES[name]
-  if name in ("long", "ulong"): return "native" if "i64" in caps else "emulated"
-  if name.startswith("fp8"): return "emulated" if emul in caps else "refused"
-  if native is None or native in caps: return "native"
-  return "emulated" if emul is not None and emul in caps else "refused"
+  """'native', 'packed' (in 32-bit words, renderer/packing.py), 'emulated' (tinygrad rewrites it into other types) or 'refused'."""
+  native, other, _ = DTYPE_RULES[name]
+  return "native" if native is None or native in caps else other

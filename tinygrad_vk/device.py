@@ -42,8 +42,10 @@ class VulkanDevice(Compiled):
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
     self._layouts: dict[tuple[int, int], tuple] = {}
-    if "tinygrad.schedule.rangeify" in sys.modules:   # the buffers a kernel may bind: the descriptor limit, at most the default
-      register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs))
+    # the buffers a kernel may bind: one under the descriptor limit (tinygrad's splitting is best effort: two-output kernels, ops it
+    # cannot split at), at most the default
+    if "tinygrad.schedule.rangeify" in sys.modules:
+      register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs - 1))
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, graph, arch=caps.encode())
 

@@ -5,9 +5,9 @@ allocator and (through `Caps`) the renderer need.
 """
 from __future__ import annotations
 import functools, os, sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
-from tinygrad_vk.caps import Caps, disabled_flags
+from tinygrad_vk.caps import Caps, disabled_flags, apply_profile
 
 API_VERSION = (1 << 22) | (2 << 12)   # Vulkan 1.2: 8/16-bit storage, float16/int8 arithmetic and float controls are core
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
@@ -146,26 +146,33 @@ class PhysicalDevice:
     f, out = self.features, set()
     if f["storageBuffer16BitAccess"]:
       out.add("s16")
-      if f["shaderFloat16"]: out.add("f16")
-      if f["shaderInt16"]: out.add("i16")
+      if f["shaderInt16"]:
+        out.add("i16")
+        if f["shaderFloat16"]: out.add("f16")
     if f["storageBuffer8BitAccess"]:
       out.add("s8")
       if f["shaderInt8"]: out.add("i8")
     if f["shaderInt64"]: out.add("i64")
     if f["shaderFloat64"]: out.add("f64")
     if f["bufferDeviceAddress"]: out.add("bda")
-    out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
+    out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
     return out | {"vec"}
 
-  def caps(self) -> Caps:
+  def real_caps(self) -> Caps:
+    """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
     lim = self.limits
-    flags = self.flags() - disabled_flags(os.environ.get("VULKAN_DISABLE", ""))
-    return Caps(frozenset(flags), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
+    return Caps(frozenset(self.flags()), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
                 pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"],
                 # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
+                allocs=lim["maxMemoryAllocationCount"],
                 maxloop=env_number("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0))
+
+  def caps(self) -> Caps:
+    """What tinygrad_vk uses: the device's capabilities as VULKAN_PROFILE allows them, less VULKAN_DISABLE."""
+    caps = apply_profile(self.real_caps(), os.environ.get("VULKAN_PROFILE", ""))
+    return replace(caps, flags=caps.flags - disabled_flags(os.environ.get("VULKAN_DISABLE", "")))
 
 @functools.cache
 def instance() -> Instance: return Instance()

@@ -93,7 +93,7 @@ class VulkanAllocator(LRUAllocator):
     d, phys, heap = self.dev.vkdev, self.dev.phys, self.dev.phys.memory_types[ti].heap
     if size > phys.max_alloc:
       raise MemoryError(f"{size_to_str(size)} is over maxMemoryAllocationSize ({size_to_str(phys.max_alloc)})")
-    if self.count >= (n := phys.limits["maxMemoryAllocationCount"]): raise MemoryError(f"maxMemoryAllocationCount ({n}) reached")
+    if self.count >= (n := self.dev.caps.allocs): raise MemoryError(f"maxMemoryAllocationCount ({n}) reached")
     if size > (left := self.heap_budget(heap)): raise MemoryError(f"{size_to_str(size)} is over the budget left in heap {heap} ({size_to_str(left)})")
     buf, mem = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*")
     check(lib.vkCreateBuffer(d, new("VkBufferCreateInfo", size=size, usage=self.usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), NULL, buf),
@@ -191,6 +191,7 @@ class VulkanAllocator(LRUAllocator):
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
+    size = round_up(size, 4)   # whole 32-bit words: kernels may access 8/16-bit data through words (renderer/packing.py)
     types, mapped = (self.picker.host, True) if options.host else (self.picker.mapped + self.picker.local, False)
     try: return self.create(size, types, mapped)
     except MemoryError:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 from tinygrad.device import Program, TinyELF
-from tinygrad.helpers import prod, suppress_finalizing
+from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions
@@ -40,18 +40,22 @@ class VulkanProgram(Program["VulkanDevice"]):
   def __init__(self, dev:VulkanDevice, obj:TinyELF):
     self.dev, self.name, self.profile_key, self.pipelines = dev, obj.name, obj.profile_key, {}
     dev.queue.check_usable()
-    bufs = [s for s in obj.signature if s[0] is None]
-    if (slots := [s[1] for s in bufs]) != list(range(len(bufs))): raise RuntimeError(f"VULKAN: buffer slots of {self.name} are not 0..n-1: {slots}")
-    self.itemsize = [s[2].itemsize for s in bufs]
+    sig = [s for s in obj.signature if s[0] is None]
+    # the buffers tinygrad passes are those of these slots: a buffer whose accesses were all folded away has none (its binding
+    # then points at a scratch buffer: the shader declares no variable for it)
+    slot_info = {s[1]: (s[2].itemsize, numel(s[3])) for s in sig}
+    self.slots = sorted(slot_info)
+    abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
+    self.itemsize = [isz for isz, _ in abi_bufs]
     # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
-    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), [(s[2].itemsize, numel(s[3])) for s in bufs], [s[2] for s in obj.signature[len(bufs):]])
+    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]])
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, dt.fmt) for off, dt in abi.vars]
     self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {self.ndesc} buffers, the device allows {caps.bufs}")
-    if (n := len(bufs) - self.ndesc) and "bda" not in caps:
+    if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
     try: self.local_size, bindings, readonly, ro_addr = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
@@ -59,22 +63,23 @@ class VulkanProgram(Program["VulkanDevice"]):
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
-    # buffer slots the shader may store to
-    self.written = [i for i, (b, a) in enumerate(zip(abi.binding, abi.address)) if b not in readonly and a not in ro_addr]
+    # positions (in the buffers passed) that the shader may store to
+    self.written = [j for j, i in enumerate(self.slots) if abi.binding[i] not in readonly and abi.address[i] not in ro_addr]
     self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size)
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
           f"vkCreateShaderModule of {self.name}")
     self.module = mod[0]
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", max(self.ndesc, 1))
+    unused = {"buffer": dev.scratch.handle, "offset": dev.scratch.offset, "range": dev.scratch.size}
+    self.infos = ffi.new("VkDescriptorBufferInfo[]", [unused] * max(self.ndesc, 1))
     self.desc_write = new("VkWriteDescriptorSet", descriptorCount=self.ndesc, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                           pBufferInfo=self.infos)
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
     # and float4 accesses read the binding's vec4 declaration only where it is 4 (see renderer/glsl.py). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
-    self.aligned = (VEC_ALIGN,) * len(bufs)
+    self.aligned = (VEC_ALIGN,) * len(self.itemsize)
     try: self.pipelines[self.aligned] = self._pipeline(self.aligned)
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
@@ -127,15 +132,17 @@ class VulkanProgram(Program["VulkanDevice"]):
     """Point the descriptor set at the buffers and put the addresses in the push constants (views bound at the aligned-down
     offset, see renderer/abi.py), pack the scalars, and pick the pipeline specialized for how aligned the views' element offsets are."""
     caps, infos, pc, align, abi = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned, self.abi
-    for i, (b, isz, binding, aoff) in enumerate(zip(bufs, self.itemsize, abi.binding, abi.address)):
+    for i, b in zip(self.slots, bufs):
+      isz, aoff = self.itemsize[i], abi.address[i]
       if aoff is not None:
         rem = (addr := b.gpu + b.offset) % ADDR_ALIGN
         struct.pack_into("<Q", pc, aoff, addr - rem)
       else:
         rem = b.offset % caps.align
-        if (rng := rem + b.size) > caps.range:
+        # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words
+        if (rng := round_up(rem + b.size, 4)) > caps.range:
           raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
-        info = infos[binding]
+        info = infos[abi.binding[i]]
         info.buffer, info.offset, info.range = b.handle, b.offset - rem, rng
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")

@@ -26,6 +26,8 @@ from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.loops import fit_loop_budget
 from tinygrad_vk.renderer.abi import kernel_abi, numel
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, is_word_access
+from tinygrad_vk.renderer.sin32 import sin32_matcher
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -141,7 +143,18 @@ def _elem(ctx:GLSLRenderer, b:UOp, idx:UOp, j:int=0) -> str:
   if j: i = f"{i}+{j}"
   return f"{ctx[b]}[{i}+_o{slot}]" if slot is not None else f"{ctx[b]}[{i}]"
 
-def render_index(ctx:GLSLRenderer, b:UOp, idx:UOp) -> str:
+def _word_array(ctx:GLSLRenderer, bidx:UOp) -> str|None:
+  """For a word access (renderer/packing.py) of a buffer of 1/2-byte elements, whose index holds the view offset already: the
+  uint array, which is the buffer itself when it is packed, else a uint alias of it. Other word accesses are uint views."""
+  if not is_word_access(bidx): return None
+  base = bidx.src[0].src[0]
+  if base.op is Ops.AFTER: base = base.src[0]
+  if base.op is Ops.BUFFER or base.dtype in packed_dtypes(ctx.caps): return ctx[base]
+  if base.dtype.itemsize >= 4: return None
+  return ctx.aliases.setdefault(base.arg.slot, {}).setdefault("uint", f"{ctx[base]}_uint")
+
+def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
+  if (words := _word_array(ctx, x)) is not None: return f"{words}[{_int_idx(ctx, idx)}]"
   if _is_view(b):
     return view_access(ctx, b, idx).at()
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
@@ -174,7 +187,7 @@ def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   return [_elem(ctx, sh.src[0], sh.src[1], j) for j in range(sh.max_numel())]
 
 def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
-  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]): return None
+  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]) or _word_array(ctx, bidx) is not None: return None
   return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
 
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
@@ -190,7 +203,18 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
   return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
 
+def _read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
+  """(keep, field) when v is packing's (LOAD(bidx) & keep) | field: a store of a field of a word shared with other invocations."""
+  for masked, field in ((v, None),) + (((v.src[0], v.src[1]), (v.src[1], v.src[0])) if v.op is Ops.OR else ()):
+    if masked.op is Ops.AND:
+      for ld, keep in (masked.src, masked.src[::-1]):
+        if ld.op is Ops.LOAD and ld.src[0] is bidx: return keep, field
+  return None
+
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
+  if is_word_access(bidx) and (rmw := _read_modify_write(bidx, v)) is not None:
+    keep, field = rmw
+    return f"atomicAnd({ctx[bidx]}, {ctx[keep]});" + (f" atomicOr({ctx[bidx]}, {ctx[field]});" if field is not None else "")
   if bidx.op is Ops.SHRINK:
     packed = "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx)))
     if (va := _vector_alias(ctx, bidx)) is not None: packed = f" if {va[0]} {va[1]} = _v; else {{{packed} }}"
@@ -213,12 +237,14 @@ glsl_rewrite = PatternMatcher([
    else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
-  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access)
+  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access, or a word access)
   # a vector access (LOAD/STORE of SHRINK) is rendered by the LOAD/STORE itself
-  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or _is_view(x) else None),
-  (UPat(Ops.BUFFER, name="x"), lambda ctx,x:
+  (UPat((Ops.BITCAST, Ops.SHRINK), name="x"),
+   lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  (UPat(Ops.BUFFER, name="x"), lambda ctx,x: f"shared uint {ctx[x]}[{x.max_numel() * x.dtype.itemsize // 4}];"
+   if x.addrspace == AddrSpace.LOCAL and x.dtype in packed_dtypes(ctx.caps) else
    f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
-  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx"))), render_index),
+  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx")), name="x"), render_index),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), render_load),
@@ -274,7 +300,10 @@ class GLSLRenderer(CStyleLanguage):
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher
+    if "i64" not in self.caps:   # SIN is kept through tinygrad's decompositions, whose sin needs 64-bit integers: sin32.py lowers it
+      self.code_for_op = {**self.code_for_op, Ops.SIN: _sin_left}
+      self.extra_matcher = sin32_matcher + self.extra_matcher
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -287,8 +316,10 @@ class GLSLRenderer(CStyleLanguage):
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
     params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
     gbufs = [u for u in params if u.addrspace == AddrSpace.GLOBAL]
-    if [u.arg.slot for u in gbufs] != list(range(len(gbufs))): raise CompileError(f"VULKAN: buffer slots are not 0..n-1: {[u.arg.slot for u in gbufs]}")
-    try: self.abi = kernel_abi(self.caps, [(u.dtype.itemsize, numel(u._shape)) for u in gbufs], [u.dtype for u in params if u.addrspace == AddrSpace.ALU])
+    # a buffer whose accesses were all folded away has no PARAM here, but keeps its slot (the runtime binds a scratch buffer there)
+    slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
+    abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
+    try: self.abi = kernel_abi(self.caps, abi_bufs, [u.dtype for u in params if u.addrspace == AddrSpace.ALU])
     except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
     if self.abi.pc_size > self.caps.pc:
       raise CompileError(f"VULKAN: {sum(a is not None for a in self.abi.address)} buffer addresses, {len(gbufs)} view offsets and the scalars need "
@@ -296,12 +327,16 @@ class GLSLRenderer(CStyleLanguage):
     return super().render(uops)
 
   def supported_dtypes(self) -> set[DType]:
-    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) == "native"}
+    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) in ("native", "packed")}
 
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
     if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
       raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
                          f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
+    packed = packed_dtypes(self.caps)
+    if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
+                 (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
+      raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {function_name}")
     sizes = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": int(u.src[0].vmax) for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void}
     kernel = fit_loop_budget(kernel, sizes, self.caps.maxloop, function_name)
     local = [1, 1, 1]
@@ -313,27 +348,30 @@ class GLSLRenderer(CStyleLanguage):
     gbufs = [p for p in params if p[2].addrspace == AddrSpace.GLOBAL]
     pvars = [p for p in params if p[2].addrspace == AddrSpace.ALU]
     abi, aliases = self.abi, self.aliases
-    pc = [(0, f"uint _off[{ceildiv(len(gbufs), 4)}];")] if gbufs else []   # (offset, member): members are declared in offset order
+    pc = [(0, f"uint _off[{ceildiv(len(abi.binding), 4)}];")] if gbufs else []   # (offset, member): members are declared in offset order
     pc += [(off, f"layout(offset={off}) {TYPES[dt]} {name};") for (off, dt), (_, name, _, _) in zip(abi.vars, pvars)]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
              if any(a is not None for a in abi.address) else [])), f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
     defines = []
     for slot, name, u, mutable in gbufs:
-      ro, views = "" if mutable else "readonly ", {"uint8_t" if u.dtype == dtypes.bool else TYPES[u.dtype]: name, **aliases.get(slot, {})}
+      ty = "uint" if u.dtype in packed else "uint8_t" if u.dtype == dtypes.bool else TYPES[u.dtype]
+      ro, views = "" if mutable else "readonly ", {ty: name, **aliases.get(slot, {})}
       if (off := abi.address[slot]) is None:
-        lines += [f"layout(set=0, binding={abi.binding[slot]}, std430) {ro}buffer {n}_B {{ {ty} {n}[]; }};" for ty, n in views.items()]
+        lines += [f"layout(set=0, binding={abi.binding[slot]}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
         continue
       # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
       pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))
-      for ty, n in views.items():
-        lines.append(f"layout(buffer_reference, std430, buffer_reference_align={SIZE[ty]}) {ro}buffer {n}_R {{ {ty} v[]; }};")
+      for t, n in views.items():
+        lines.append(f"layout(buffer_reference, std430, buffer_reference_align={SIZE[t]}) {ro}buffer {n}_R {{ {t} v[]; }};")
         defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
-        if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[ty]}ul).v[0]")
+        if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
     lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if aliases.get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
     return "\n".join(lines)
+
+def _sin_left(x, dtype): raise CompileError(f"VULKAN: SIN of {dtype} was not lowered (renderer/sin32.py)")
 
 def _refusal(dt:DType) -> str:
   return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"

@@ -1,0 +1,92 @@
+"""VULKAN_PROFILE: a device made to behave like a poorer one, in the capability string, at vkCreateDevice and in the runtime."""
+import pytest
+from tinygrad import Device
+from tinygrad_vk.caps import Caps, apply_profile
+from util import run_python
+
+RICH = Caps(frozenset({"s8", "i8", "s16", "i16", "f16", "i64", "f64", "nan16", "nan32", "nan64", "bda", "vec"}), align=16,
+            wgsize=(1024, 1024, 1024), wginv=1024, smem=65536, pc=256, bufs=32, range=1 << 32, allocs=1 << 32)
+
+def test_min_lowers_everything():
+  c = apply_profile(RICH, "min")
+  assert c.flags == {"vec"}
+  assert (c.align, c.wgsize, c.wginv, c.smem, c.pc, c.bufs, c.range, c.allocs) == (256, (128, 128, 64), 128, 16384, 128, 4, 1 << 27, 4096)
+
+def test_profile_never_raises_a_capability():
+  poor = Caps(frozenset({"vec", "s8"}), align=512, wgsize=(64, 64, 64), wginv=64, smem=8192, pc=64, bufs=3, range=1 << 20, allocs=100)
+  assert apply_profile(poor, "min") == Caps(frozenset({"vec"}), align=512, wgsize=(64, 64, 64), wginv=64, smem=8192, pc=64, bufs=3,
+                                           range=1 << 20, allocs=100)
+  assert "bda" not in apply_profile(poor, "mobile")
+
+def test_second_profile_grants_features():
+  assert apply_profile(RICH, "min,bda").flags == {"vec", "bda"}
+  assert apply_profile(RICH, "min,i8").flags == {"vec", "i8", "s8"}   # with what it needs
+  assert apply_profile(RICH, "mobile").flags == {"vec", "bda"} and apply_profile(RICH, "mobile,min").bufs == 4
+  assert apply_profile(RICH, "") == RICH
+  with pytest.raises(ValueError, match="unknown profile 'tiny'"): apply_profile(RICH, "tiny")
+
+def test_min_profile_on_this_device():
+  # the capability string, the renderer limits, tinygrad's buffer limit, and a 40-input sum split into 4-buffer kernels
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device
+import tinygrad.schedule.rangeify as rangeify
+d = Device["VULKAN"]
+c, real = d.caps, d.phys.real_caps()
+assert c.flags == {"vec"} and c.wginv == min(128, real.wginv) and c.bufs == min(4, real.bufs) and c.align == max(256, real.align), c
+ren = d.renderer
+assert ren.local_max == c.wgsize and ren.shared_max == c.smem and "wginv=" + str(c.wginv) in ren.target.arch
+assert rangeify.DEVICE_MAX_BUFS["VULKAN"] == c.bufs - 1
+xs = [np.random.default_rng(i).uniform(-1, 1, 101).astype(np.float32) for i in range(40)]
+t = Tensor(xs[0])
+for x in xs[1:]: t = t + Tensor(x)
+np.testing.assert_allclose(t.numpy(), np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
+print("ok")""", {"VULKAN_PROFILE": "min"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+def test_min_profile_binds_views_at_its_alignment():
+  # a view is bound at the offset rounded down to minStorageBufferOffsetAlignment (256 B under the profile), the rest in _o
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device
+from tinygrad_vk.program import VulkanProgram
+offs, bind = [], VulkanProgram.bind
+def record(self, dset, bufs, vals):
+  out = bind(self, dset, bufs, vals)
+  offs.extend(self.infos[i].offset for i in range(len(bufs)))
+  return out
+VulkanProgram.bind = record
+a = np.random.default_rng(0).uniform(-1, 1, 400).astype(np.float32)
+t = Tensor(a).realize()
+np.testing.assert_array_equal((t[70:370].contiguous() * 2).numpy(), a[70:370] * 2)   # byte offset 280: bound at 256, _o = 6
+assert offs and all(o % 256 == 0 for o in offs) and 256 in offs, offs
+print("ok")""", {"VULKAN_PROFILE": "min"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+def test_profile_features_are_not_enabled_on_the_device():
+  # what the profile turns off is not enabled at vkCreateDevice: a kernel using it anyway is caught by the validation layer
+  if "s8" not in Device["VULKAN"].phys.flags(): pytest.skip("the device has no storageBuffer8BitAccess to turn off")
+  r = run_python("""
+from tinygrad import Device, dtypes
+from tinygrad.device import Buffer, TinyELF
+from tinygrad.helpers import Target
+from tinygrad_vk.compiler import GLSLCompiler
+src = '''#version 450
+#extension GL_EXT_shader_8bit_storage : require
+layout(local_size_x=1) in;
+layout(set=0, binding=0, std430) buffer B0 { uint8_t data0[]; };
+void main() { data0[0] = uint8_t(7); }'''
+dev = Device["VULKAN"]
+prg = dev.runtime(TinyELF(GLSLCompiler().compile(src), "uses_8bit_storage", Target("VULKAN"), ((None, 0, dtypes.uint8, (4,)),)))
+buf = Buffer("VULKAN", 4, dtypes.uint8).allocate()
+try:
+  prg(buf._buf, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+  dev.check_validation()
+except RuntimeError as e: print("VALIDATION", e)""", {"VULKAN_PROFILE": "min", "VULKAN_VALIDATION": "1"})
+  assert "VALIDATION" in r.stdout and "storageBuffer8BitAccess" in r.stdout, r.stdout + r.stderr
+
+def test_info_shows_the_profile():
+  r = run_python("import sys; from tinygrad_vk.__main__ import main; sys.argv = ['tinygrad_vk', 'info']; sys.exit(main())", {"VULKAN_PROFILE": "min"})
+  assert r.returncode == 0, r.stderr
+  assert "VULKAN_PROFILE=min" in r.stdout and "turned off by the profile" in r.stdout and "dtypes packed" in r.stdout, r.stdout
+  if (inv := Device["VULKAN"].phys.real_caps().wginv) > 128: assert f"maxComputeWorkGroupInvocations {inv} -> 128" in r.stdout

@@ -1,0 +1,213 @@
+"""8- and 16-bit types on devices without 8/16-bit storage or arithmetic: buffers in 32-bit words, values in 32 bits.
+
+Like tinygrad's WGSL renderer, but as a UOp pass that any renderer of this backend runs last (`packing_matcher`, whose ctx is
+the renderer: it reads `ctx.caps`). A dtype is packed when the device lacks its feature (`packed_dtypes`): bool without
+storageBuffer8BitAccess, char/uchar without shaderInt8 (+ 8-bit storage), short/ushort without shaderInt16 (+ 16-bit storage).
+
+Values: a packed integer is held in 32 bits, char/short sign-extended in an int, uchar/ushort zero-extended in a uint. First
+every ALU op on such a type is moved to the 32-bit type between casts (phase 1), then each cast into the narrow type becomes
+the wrap of its 32-bit value (skipped where the value's bounds already fit) and the narrow loads, stores, constants and
+register buffers become 32-bit ones (phase 2). Phase 2 changes dtypes, so it runs after phase 1 has seen every narrow op.
+
+Memory: a packed buffer (a global PARAM or a LOCAL BUFFER keeping its dtype, its size rounded up to whole words) is accessed
+only through its word view, and so is any 8/16-bit view (BITCAST/SHRINK chain) of another buffer. What the renderer gets:
+  * INDEX(BITCAST(B, uint), word), the BITCAST tagged "words" (`is_word_access`): word `word` of buffer B's memory. B is a
+    PARAM (maybe under AFTER) or a LOCAL BUFFER under AFTER. When B's elements are under 4 bytes, `word` counts from the start
+    of B's binding: it already contains the view's element offset CUSTOMI("_o{0}", slot) (int, in B's elements,
+    `view_offset`) and the renderer adds nothing; with 4- and 8-byte elements B's own offset is added by the renderer, as for
+    any uint view of B.
+    Packed buffers are declared as arrays of uint (LOCAL: size * itemsize / 4 words).
+  * LOAD of such an INDEX (uint), gated as LOAD(idx, 0u, gate); fields are cut out with shifts and masks. A field that may
+    straddle two words (a 2- or 4-byte view at an odd byte) also reads the next word, under a gate.
+  * a store of a field is STORE(idx, (LOAD(idx) & keep) | field[, gate]) (`| field` folded away when it is 0): a
+    read-modify-write that renderers emit as atomicAnd(word, keep) then atomicOr(word, field), so fields of the same word
+    stored by other invocations at the same time are kept. Whole aligned words are plain stores.
+Only 32-bit types, shifts, masks and uint atomics and/or are needed. 8-byte views of packed memory are refused.
+
+Without shaderInt64 the pass also splits the 64-bit integer ops that tinygrad's late decompositions add after its own int64
+emulation ran (float64 sin; float32/half sin has its own 32-bit reduction, renderer/sin32.py), with tinygrad's int-pair rules.
+"""
+from __future__ import annotations
+import functools
+from dataclasses import replace
+from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
+from tinygrad.uop.ops import UOp, Ops, UPat, PatternMatcher, GroupOp, graph_rewrite
+from tinygrad.device import CompileError
+from tinygrad.codegen.decomp.dtype import pm_long_decomp
+
+NARROW = (dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort)
+WIDE = {dtypes.char: dtypes.int, dtypes.short: dtypes.int, dtypes.uchar: dtypes.uint, dtypes.ushort: dtypes.uint}
+FLAG = {dtypes.bool: "s8", dtypes.char: "i8", dtypes.uchar: "i8", dtypes.short: "i16", dtypes.ushort: "i16"}
+STORAGE_FLAG = {1: "s8", 2: "s16"}   # what plain (unpacked) 8/16-bit accesses of another type's buffer need
+
+@functools.cache
+def packed_dtypes(caps) -> frozenset[DType]: return frozenset(dt for dt, f in FLAG.items() if f not in caps)
+
+VIEW_OFFSET = "_o{0}"
+def view_offset(param:UOp) -> UOp:
+  """The element offset of the view bound at this PARAM, known at launch: CUSTOMI("_o{0}", slot) renders as the GLSL renderer's
+  push-constant field `_o<slot>`."""
+  return UOp(Ops.CUSTOMI, dtypes.int, (UOp.const(param.arg.slot, dtypes.int),), VIEW_OFFSET)
+
+# ---- phase 1: narrow ALU ops computed in 32 bits
+
+def _alu_wide(x:UOp) -> UOp:
+  w = WIDE[x.dtype]
+  return UOp(x.op, w, tuple(s.cast(w) if s.dtype == x.dtype else s for s in x.src), x.arg).cast(x.dtype)
+
+# ---- phase 2: narrow values become 32-bit, memory goes through words
+
+def sign_extend(bits:UOp, width:int) -> UOp:
+  # shifted as uint and bitcast, so that the bounds tinygrad infers for the result are right ([-2^(width-1), 2^(width-1)))
+  return (bits.cast(dtypes.uint) << (32 - width)).bitcast(dtypes.int) >> (32 - width)
+
+def wrap(v:UOp, dt:DType) -> UOp:
+  """v (int or uint) reduced to dt's range the way dt's arithmetic wraps; as is where its bounds already fit."""
+  if dt.min <= v.vmin and v.vmax <= dt.max: return v
+  return v & dt.max if dtypes.is_unsigned(dt) else sign_extend(v, 8*dt.itemsize)
+
+def _to_narrow(x:UOp) -> UOp:
+  """CAST/BITCAST into a narrow type: the 32-bit value of the result."""
+  w, s = WIDE[x.dtype], x.src[0]
+  if s.op is Ops.CONST: return UOp.const(truncate[x.dtype](int(s.arg)), w)
+  if s.dtype == dtypes.bool: return s.cast(w)
+  if dtypes.is_float(s.dtype): s = s.cast(dtypes.int)   # C: float -> integer truncates toward zero (then wraps)
+  return wrap(s.cast(w), x.dtype)
+
+def _chain(bidx:UOp) -> tuple[UOp, list[tuple[UOp, int]], list[UOp]]:
+  """(base PARAM/BUFFER, [(element index, element size)] whose sum is the byte offset from the view's start, AFTER deps)."""
+  terms, deps, v = [(bidx.src[1], bidx.src[0].dtype.itemsize)], [], bidx.src[0]
+  while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
+    if v.op is Ops.SHRINK: terms.append((v.src[1], v.dtype.itemsize))
+    if v.op is Ops.AFTER: deps += list(v.src[1:])
+    v = v.src[0]
+  if v.op not in (Ops.PARAM, Ops.BUFFER): raise CompileError(f"VULKAN: packing: no buffer under {v.op}")
+  return v, terms, deps
+
+WORDS = "words"   # the tag of a word view made here
+def is_word_access(bidx:UOp) -> bool:
+  """Whether bidx is INDEX(word view, word) made here (see the module doc)."""
+  return bidx.op is Ops.INDEX and bidx.src[0].op is Ops.BITCAST and bidx.src[0].tag == WORDS
+
+def _needs_words(caps, bidx:UOp) -> bool:
+  if bidx.op is not Ops.INDEX or bidx.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) or is_word_access(bidx): return False
+  base, terms, _ = _chain(bidx)
+  packed, smallest = packed_dtypes(caps), min(s for _, s in terms)
+  return bidx.dtype in packed or base.dtype in packed or (smallest < 4 and STORAGE_FLAG[smallest] not in caps)
+
+def _locate(bidx:UOp) -> tuple[UOp, UOp, UOp, int]:
+  """(word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is known to have)."""
+  base, terms, deps = _chain(bidx)
+  if base.op is Ops.PARAM and base.dtype.itemsize < 4: terms.append((view_offset(base), base.dtype.itemsize))
+  byte = sum((i.cast(dtypes.int) * s if s > 1 else i.cast(dtypes.int) for i, s in reversed(terms)), UOp.const(0, dtypes.int))
+  view = (base.after(*deps) if deps else base).bitcast(dtypes.uint).rtag(WORDS)
+  return view, byte >> 2, ((byte & 3) << 3).cast(dtypes.uint), min(min(s for _, s in terms), 4)
+
+def _mask(k:int) -> int: return (1 << 8*k) - 1
+
+def _bits(v:UOp, dt:DType) -> UOp:
+  """The stored bits (uint) of the value v of dtype dt (narrow types are already 32-bit here)."""
+  if dt == dtypes.bool: return v.where(UOp.const(1, dtypes.uint), UOp.const(0, dtypes.uint))
+  if dt.itemsize == 2 and dtypes.is_float(dt): return v.bitcast(dtypes.ushort).cast(dtypes.uint)
+  return v.bitcast(dtypes.uint) if dt.itemsize == 4 else v.cast(dtypes.uint)
+
+def _value(bits:UOp, dt:DType) -> UOp:
+  if dt == dtypes.bool: return bits.ne(0)
+  if dt in WIDE: return bits if dtypes.is_unsigned(dt) else sign_extend(bits, 8*dt.itemsize)
+  if dt.itemsize == 2: return bits.cast(dtypes.ushort).bitcast(dt)
+  return bits.bitcast(dt)
+
+def _size(dt:DType, bidx:UOp) -> int:
+  if dt.itemsize > 4: raise CompileError(f"VULKAN: no {dt} view of a buffer packed in 32-bit words ({bidx.src[0].dtype} needs its 8/16-bit feature)")
+  return dt.itemsize
+
+def packed_load(ctx, ld:UOp) -> UOp|None:
+  if ld.src[0].op is Ops.SHRINK: return _devectorize_load(ctx, ld)
+  if not _needs_words(ctx.caps, bidx := ld.src[0]): return None
+  dt, gate = bidx.dtype, ld.src[2:]
+  k = _size(dt, bidx)
+  view, word, sh, align = _locate(bidx)
+  w0 = view.index(word).load(*((UOp.const(0, dtypes.uint), *gate) if gate else ()))
+  bits = w0 if k == 4 and align == 4 else w0 >> sh
+  if align < k:   # the field may continue in the next word
+    need = sh > (32 - 8*k)
+    w1 = view.index(word + 1).load(UOp.const(0, dtypes.uint), need & gate[0] if gate else need)
+    bits = bits | need.where(w1 << ((UOp.const(32, dtypes.uint) - sh) & 31), UOp.const(0, dtypes.uint))
+  if k < 4: bits = bits & _mask(k)
+  v = _value(bits, dt)
+  return gate[0].where(v, ld.src[1]) if gate else v
+
+def _rmw(idx:UOp, keep:UOp, field:UOp|None, gate:UOp|None) -> UOp:
+  old = idx.load(UOp.const(0, dtypes.uint), gate) if gate is not None else idx.load()
+  return idx.store((old & keep) | field if field is not None else old & keep, gate)
+
+def packed_store(ctx, st:UOp) -> UOp|None:
+  bidx, v, *g = st.src
+  if bidx.op is Ops.SHRINK: return _devectorize_store(ctx, st)
+  if not _needs_words(ctx.caps, bidx): return None
+  dt, gate = bidx.dtype, (g[0] if g else None)
+  k = _size(dt, bidx)
+  view, word, sh, align = _locate(bidx)
+  bits = _bits(v, dt)
+  if k == 4 and align == 4: return view.index(word).store(bits, gate)
+  m, ones = UOp.const(_mask(k), dtypes.uint), UOp.const(0xFFFFFFFF, dtypes.uint)
+  if k < 4 and not (0 <= bits.vmin and bits.vmax <= _mask(k)): bits = bits & m
+  stores = [_rmw(view.index(word), (m << sh) ^ ones, bits << sh, gate)]
+  if align < k:
+    need = sh > (32 - 8*k)
+    back = (UOp.const(32, dtypes.uint) - sh) & 31
+    stores.append(_rmw(view.index(word + 1), (m >> back) ^ ones, bits >> back, need & gate if gate is not None else need))
+  return UOp.group(*stores)
+
+def _lanes(sh:UOp) -> list[UOp]: return [sh.src[0].index(sh.src[1] + j if j else sh.src[1]) for j in range(sh.max_numel())]
+
+def _devectorize_load(ctx, ld:UOp) -> UOp|None:
+  sh = ld.src[0]
+  if not _needs_words(ctx.caps, (lanes := _lanes(sh))[0]): return None
+  alt, gate = (ld.src[1], ld.src[2:]) if len(ld.src) > 1 else (None, ())
+  return UOp.stack(*[l.load(alt.index(j), *gate) if gate else l.load() for j, l in enumerate(lanes)])
+
+def _devectorize_store(ctx, st:UOp) -> UOp|None:
+  sh, v, *gate = st.src
+  if not _needs_words(ctx.caps, (lanes := _lanes(sh))[0]): return None
+  return UOp.group(*[l.store(v.index(j), *gate) for j, l in enumerate(lanes)])
+
+def _round_to_words(ctx, b:UOp) -> UOp|None:
+  """A buffer of 1- or 2-byte elements gets whole words, so that its word view has a size."""
+  if b.dtype.itemsize >= 4 or b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) or (n := b.max_numel()) % (per := 4 // b.dtype.itemsize) == 0:
+    return None
+  if b.addrspace == AddrSpace.LOCAL and b.dtype not in packed_dtypes(ctx.caps): return None
+  sz = b.src[0]
+  return b.replace(src=(sz.replace(src=(UOp.const(n + per - n % per),)) if sz.op is Ops.CAST else UOp.const(n + per - n % per, sz.dtype),))
+
+def _narrow_value(ctx, x:UOp) -> UOp|None:
+  if x.dtype not in packed_dtypes(ctx.caps) or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return None
+  if x.op is Ops.CONST: return UOp.const(truncate[x.dtype](x.arg), WIDE[x.dtype])
+  if x.op in (Ops.CAST, Ops.BITCAST): return _to_narrow(x)
+  if x.op is Ops.BUFFER: return x.replace(dtype=WIDE[x.dtype], arg=replace(x.arg, dtype=WIDE[x.dtype]))   # registers
+  return None
+
+phase1 = PatternMatcher([
+  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_wide(x) if x.dtype in packed_dtypes(ctx.caps) else None),
+])
+phase2 = PatternMatcher([
+  (UPat(Ops.LOAD, name="ld"), packed_load),
+  (UPat(Ops.STORE, name="st"), packed_store),
+  (UPat((Ops.PARAM, Ops.BUFFER), name="b"), _round_to_words),
+  (UPat(GroupOp.All, dtype=NARROW, name="x"), _narrow_value),
+  # a cast to the type a value already has (left where a narrow value became 32-bit)
+  (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: x.src[0] if x.src[0].dtype == x.dtype and x.addrspace not in (AddrSpace.GLOBAL,
+   AddrSpace.LOCAL) else None),
+])
+
+def pack(ctx, sink:UOp) -> UOp|None:
+  out = sink
+  # tinygrad emulates int64 as int pairs before its late decompositions, which may add some (float64 sin)
+  if "i64" not in ctx.caps and any(u.dtype in (dtypes.long, dtypes.ulong) for u in sink.toposort()):
+    out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: late int64 as int pairs")
+  if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
+    out = graph_rewrite(graph_rewrite(out, phase1, ctx=ctx, name="packing: narrow ops in 32 bits"), phase2, ctx=ctx, name="packing: words")
+  return None if out is sink else out
+
+# renderers add this to their extra_matcher: it runs the pass once the rest of the final rewrite is done
+packing_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), pack)])
