@@ -118,6 +118,8 @@ assert mc.peak_bytes <= 0.8 * heap, mc.peak_bytes
   assert r.returncode == 0 and "peak" in r.stdout, r.stdout + r.stderr
 
 def test_allocation_failing_mid_workload(monkeypatch):
+  if "bda" not in Device["VULKAN"].caps and dedicated_size() > Device["VULKAN"].caps.range:
+    pytest.skip("needs bufferDeviceAddress: the output that takes a VkDeviceMemory of its own is over maxStorageBufferRange")
   # vkAllocateMemory fails in the middle of a workload: a MemoryError (or a successful retry), tensors already on the device
   # read back bit-exact and the next computation is right
   mc = MemoryCount(monkeypatch, memory)
