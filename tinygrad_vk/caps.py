@@ -19,10 +19,12 @@ FLAGS = {
   "nan32": "shaderSignedZeroInfNanPreserveFloat32",
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
   "vec": "vector (float4) loads and stores, packed from scalar accesses (a renderer path, on for every device)",
+  "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
 }
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16",), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",), "s8": ("s8", "i8"),
-                  "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "vec": ("vec",)}
+                  "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "vec": ("vec",),
+                  "spread": ("spread",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -41,7 +43,7 @@ class Caps:
   pc: int = 128                               # maxPushConstantsSize
   bufs: int = 4                               # maxPerStageDescriptorStorageBuffers
   range: int = 1 << 27                        # maxStorageBufferRange
-  maxloop: int = 0                            # loop back-edges one invocation may run, 0: unbounded (llvmpipe: see renderer/loops.py)
+  maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 

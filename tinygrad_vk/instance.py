@@ -149,7 +149,7 @@ class PhysicalDevice:
     if f["shaderInt64"]: out.add("i64")
     if f["shaderFloat64"]: out.add("f64")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
-    return out | {"vec"}
+    return out | {"vec", "spread"}
 
   def caps(self) -> Caps:
     lim = self.limits

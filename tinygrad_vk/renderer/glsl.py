@@ -15,7 +15,7 @@ from __future__ import annotations
 import math, struct
 from dataclasses import dataclass
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, axis_letters, range_str
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
@@ -23,7 +23,7 @@ from tinygrad.device import TinyELF, CompileError
 from tinygrad.helpers import strip_parens, ceildiv
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.loops import fit_loop_budget
+from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -254,7 +254,7 @@ class GLSLRenderer(CStyleLanguage):
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + (pm_loop_budget if self.caps.maxloop else PatternMatcher([]))
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -274,8 +274,7 @@ class GLSLRenderer(CStyleLanguage):
     if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
       raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
                          f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
-    sizes = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": int(u.src[0].vmax) for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void}
-    kernel = fit_loop_budget(kernel, sizes, self.caps.maxloop, function_name)
+    check_loop_budget(uops, self.caps.maxloop, function_name)
     local = [1, 1, 1]
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
