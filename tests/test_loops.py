@@ -75,10 +75,10 @@ class ConvNet:
                    lambda x: x.flatten(1), nn.Linear(c * 10 * 10, 10)]
   def __call__(self, x): return x.sequential(self.layers)
 
-def without_spread():
-  """The device's renderer with spreading off, to tell which kernels are over the budget."""
+def renderer_with(**caps):
+  """The device's renderer with some capabilities changed."""
   ren = Device["VULKAN"].renderer
-  return type(ren)(replace(ren.target, arch=replace(ren.caps, flags=ren.caps.flags - {"spread"}).encode()))
+  return type(ren)(replace(ren.target, arch=replace(ren.caps, **caps).encode()))
 
 def conv_grads(device:str, x:np.ndarray, y:np.ndarray, dtype) -> tuple[float, list[np.ndarray], int]:
   """The loss, then the first convolution's weight and bias gradients, read one by one as a user would; and how many of the
@@ -93,7 +93,7 @@ def conv_grads(device:str, x:np.ndarray, y:np.ndarray, dtype) -> tuple[float, li
     lin, over = b.schedule_linear(), 0
     for c in lin.src:
       if c.src[0].op is Ops.SINK and device == "VULKAN":
-        try: to_program(c.src[0], without_spread())
+        try: to_program(c.src[0], renderer_with(flags=Device["VULKAN"].renderer.caps.flags - {"spread"}))
         except CompileError: over += 1
     run_linear(lin)
     return l, [w, b.numpy()], over
@@ -121,3 +121,19 @@ def test_unsplittable_loop_is_refused():
   buf = UOp.placeholder((70001,), dtypes.float, 0)
   with pytest.raises(CompileError, match="cannot be spread over the workgroup: it is not a reduction"):
     run_kernel([buf.index(r).store(r.cast(dtypes.float)).end(r)], [out])
+
+def test_too_long_for_the_workgroup_is_refused():
+  # 1024 lanes x 100 passes cannot hold a reduction of 200003: refused, with the reason
+  [call] = [c for c in Tensor.empty(200003).sum().schedule_linear().src if c.src[0].op is Ops.SINK]
+  with pytest.raises(CompileError, match="it needs more than 1024 lanes"):
+    to_program(call.src[0], renderer_with(maxloop=100, wginv=1024, wgsize=(1024, 1024, 64)))
+
+def test_beam_search_spreads_candidates():
+  # BEAM compiles every candidate through the renderer: each one is spread to fit, and the winner is right
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor
+x = np.random.default_rng(0).uniform(-3, 3, (4, 70001)).astype(np.float32)
+np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+print("ok")""", {"BEAM": "1", "IGNORE_BEAM_CACHE": "1", "LP_NUM_THREADS": "0"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -16,8 +16,9 @@ def unsupported(phys, caps) -> list[str]:
   out = []
   for flag, what in FLAGS.items():
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_DISABLE)" if flag in phys.flags() else ""))
-  if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
-                              "innermost loops are unrolled, kernels that still exceed it are refused")
+  if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (llvmpipe's loop limiter): longer "
+                              "reductions are spread over the workgroup; a long loop that is not a reduction into registers, or a "
+                              f"reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
   out += [f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused",
           f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)",
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",

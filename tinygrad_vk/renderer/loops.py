@@ -105,7 +105,7 @@ def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
     accs.append(Acc(buf, ops.pop(), exits))
   return tuple(accs)
 
-def _int(x:int) -> UOp: return UOp.const(x, dtypes.int)
+def _int(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
 
 def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
   """Every lane's partials through shared memory into every lane's accumulator; `x` is the accumulator as the loop leaves it."""
@@ -190,10 +190,12 @@ def spread(sink:UOp, topo:list[UOp], chosen:list[Loop], cands:dict[UOp, tuple[Ac
   val: dict[UOp, UOp] = {}       # spread RANGE -> the iteration it stands for (where its value is used)
   exits: dict[UOp, tuple[Acc, UOp, UOp]] = {}
   for l in chosen:
-    n = l.rng.src[0]
-    trip = _int(int(n.vmax) // lanes) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else (n + _int(lanes - 1) - lane).alu(Ops.CDIV, _int(lanes))
-    ctl[l.rng] = UOp(Ops.RANGE, l.rng.dtype, (trip,), l.rng.arg)
-    val[l.rng] = ctl[l.rng] * _int(lanes) + lane
+    n, dt = l.rng.src[0], l.rng.dtype
+    ln = lane if dt == dtypes.int else lane.cast(dt)
+    trip = _int(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
+      (n + _int(lanes - 1, dt) - ln).alu(Ops.CDIV, _int(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
+    ctl[l.rng] = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
+    val[l.rng] = ctl[l.rng] * _int(lanes, dt) + ln
     for acc in cands[l.rng]:
       total = acc.buf.max_numel() * prod(sizes)
       smem = UOp.placeholder((total * lanes,), acc.buf.dtype, slot, AddrSpace.LOCAL)
