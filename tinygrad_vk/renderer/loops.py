@@ -129,20 +129,20 @@ class Limits:
   invocations: int          # maxComputeWorkGroupInvocations
   shared_max: int           # bytes of shared memory
 
-def plan(loops:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lim:Limits, lanes_max:int, smem_left:int, smem_per_lane:dict[UOp, int]):
-  """The fewest lanes (a power of two) and loops to spread so the kernel fits, or None."""
+def plan(loops:list[Loop], cands:dict[UOp, tuple[Acc, ...]], budget:int, lanes_max:int, smem_left:int, smem_per_lane:dict[UOp, int]):
+  """The fewest lanes (a power of two) and the loops to spread over them so the kernel fits the budget, or None."""
   nested = {l.rng: set(l.outer) for l in loops}
-  lanes = 2
-  while lanes <= lanes_max:
+  for lanes in (1 << i for i in range(1, lanes_max.bit_length())):
     chosen: set[UOp] = set()
-    while (cur := passes(loops, chosen, lanes)) > lim.budget:
-      # a lane needs 2+ iterations (a loop of 1 would be linearized like straight-line code around it)
-      ok = [c for c in cands if c not in chosen and _trip(c) > lanes and not any(c in nested[o] or o in nested[c] for o in chosen)]
-      ok = [c for c in ok if sum(smem_per_lane[o] for o in chosen | {c}) * lanes <= smem_left]
-      if not ok or (best := min(ok, key=lambda c: passes(loops, chosen | {c}, lanes))) is None or passes(loops, chosen | {best}, lanes) >= cur: break
+    while (cur := passes(loops, chosen, lanes)) > budget:
+      # loops that are not nested in each other; a lane gets 2+ iterations (tinygrad's linearizer orders code by how often it
+      # runs, so a loop of one iteration could take in code from around it)
+      ok = [c for c in cands if c not in chosen and _trip(c) > lanes and not any(c in nested[o] or o in nested[c] for o in chosen)
+            and sum(smem_per_lane[o] for o in chosen | {c}) * lanes <= smem_left]
+      if (best := min(ok, key=lambda c: passes(loops, chosen | {c}, lanes), default=None)) is None or \
+         passes(loops, chosen | {best}, lanes) >= cur: break
       chosen.add(best)
-    if passes(loops, chosen, lanes) <= lim.budget: return lanes, chosen
-    lanes *= 2
+    else: return lanes, chosen
   return None
 
 def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
@@ -158,7 +158,7 @@ def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
   smem_used = sum(u.max_numel() * u.dtype.itemsize for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
   per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in cands.items()}
   lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
-  found = plan(loops, cands, lim, lanes_max, lim.shared_max - smem_used, per_lane) if enabled else None
+  found = plan(loops, cands, lim.budget, lanes_max, lim.shared_max - smem_used, per_lane) if enabled else None
   if found is None:
     worst = max(loops, key=lambda l: passes([x for x in loops if x.rng is l.rng or l.rng in x.outer], set(), 1))
     why = "spreading is off (VULKAN_DISABLE=spread)" if not enabled else \
