@@ -178,9 +178,9 @@ def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
 def spread(sink:UOp, topo:list[UOp], chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], specials:dict[str, UOp], sizes:list[int],
            lanes:int) -> UOp:
   # the lane is the fastest-moving part of local x, so neighbouring lanes read neighbouring elements
-  if (l0 := specials.get("lidx0")) is not None:
-    x = UOp(Ops.SPECIAL, dtypes.int, (_int(sizes[0] * lanes),), "lidx0")
-    lane, old_l0 = x.alu(Ops.CMOD, _int(lanes)), x.alu(Ops.CDIV, _int(lanes))
+  if "lidx0" in specials:
+    wide = UOp(Ops.SPECIAL, dtypes.int, (_int(sizes[0] * lanes),), "lidx0")
+    lane, old_l0 = wide.alu(Ops.CMOD, _int(lanes)), wide.alu(Ops.CDIV, _int(lanes))
   else: lane, old_l0 = UOp(Ops.SPECIAL, dtypes.int, (_int(lanes),), "lidx0"), _int(0)
   l1, l2 = (specials[n] if n in specials else _int(0) for n in ("lidx1", "lidx2"))
   flat = old_l0 + _int(sizes[0]) * (l1 + _int(sizes[1]) * l2)       # the invocation's place among the original locals
@@ -200,7 +200,7 @@ def spread(sink:UOp, topo:list[UOp], chosen:list[Loop], cands:dict[UOp, tuple[Ac
       total = acc.buf.max_numel() * prod(sizes)
       smem = UOp.placeholder((total * lanes,), acc.buf.dtype, slot, AddrSpace.LOCAL)
       slot, axis = slot + 1, axis + 1
-      for x in acc.exits: exits[x] = (acc, smem, flat * _int(acc.buf.max_numel() * lanes))
+      for e in acc.exits: exits[e] = (acc, smem, flat * _int(acc.buf.max_numel() * lanes))
   lane0 = lane.alu(Ops.CMPEQ, _int(0))
   new: dict[UOp, UOp] = {}
   for u in topo:
