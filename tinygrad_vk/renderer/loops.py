@@ -62,7 +62,13 @@ def check_loop_budget(uops:list[UOp], budget:int, name:str) -> None:
                        "over the workgroup (VULKAN_DISABLE=spread?). Use a GPU driver or a smaller reduction.")
 
 def find_loops(sink:UOp) -> list[Loop]:
-  return [Loop(r, u, tuple(o for o in u.ranges if _counted(o))) for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)]
+  ends = {r: u for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)}
+  @functools.cache
+  def outer(r:UOp) -> frozenset[UOp]:
+    # the loops still open where r ends, and (transitively) the loops those run in: a loop runs wherever its enclosing loop runs
+    direct = [o for o in ends[r].ranges if _counted(o) and o in ends]
+    return frozenset(direct).union(*(outer(o) for o in direct))
+  return [Loop(r, e, tuple(outer(r))) for r, e in ends.items()]
 
 def passes(loops:list[Loop], spread:set[UOp], lanes:int) -> int:
   """Upper bound of loop_passes once the loops in `spread` are spread over `lanes` lanes (each may add a combine loop of `lanes`)."""
