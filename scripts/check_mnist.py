@@ -76,11 +76,11 @@ def main() -> int:
     res[run_name] = run(dev, state, X, Y, args.steps, dt)
     print(f"{run_name}: losses {' '.join(f'{l:.6f}' for l in res[run_name][0])} ({time.perf_counter() - st:.1f} s)")
   ref = res["CPU float64"]
-  for run_name in ("CPU", "VULKAN"):
-    (l, g, w), (lr, gr, wr) = res[run_name], ref
+  for run_name, ref_name in (("CPU", "CPU float64"), ("VULKAN", "CPU float64"), ("VULKAN", "CPU")):
+    (l, g, w), (lr, gr, wr) = res[run_name], res[ref_name]
     wg = max(((k, err(g[k], gr[k])) for k in gr), key=lambda e: e[1])
     ww = max(((k, err(w[k], wr[k])) for k in wr), key=lambda e: e[1])
-    print(f"{run_name} against CPU float64: loss {max(abs(a - b) / abs(b) for a, b in zip(l, lr)):.1e}, worst gradient {wg[0]} {wg[1]:.1e}, "
+    print(f"{run_name} against {ref_name}: loss {max(abs(a - b) / abs(b) for a, b in zip(l, lr)):.1e}, worst gradient {wg[0]} {wg[1]:.1e}, "
           f"worst trained weight {ww[0]} {ww[1]:.1e}")
   (lv, gv, _), (lr, gr, _) = res["VULKAN"], ref
   ok = all(abs(a - b) <= 1e-4 * abs(b) or (print(f"MISMATCH loss {i}: {a} vs {b}") and False) for i, (a, b) in enumerate(zip(lv, lr)))
