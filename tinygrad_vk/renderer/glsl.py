@@ -254,7 +254,7 @@ class GLSLRenderer(CStyleLanguage):
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + (pm_loop_budget if self.caps.maxloop else PatternMatcher([]))
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + pm_loop_budget
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
