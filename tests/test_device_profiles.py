@@ -33,7 +33,8 @@ from tinygrad import Tensor, Device
 import tinygrad.schedule.rangeify as rangeify
 d = Device["VULKAN"]
 c, real = d.caps, d.phys.real_caps()
-assert c.flags == {"vec"} and c.wginv == min(128, real.wginv) and c.bufs == min(4, real.bufs) and c.align == max(256, real.align), c
+from tinygrad_vk.caps import RENDERER_PATHS
+assert c.flags == RENDERER_PATHS and c.wginv == min(128, real.wginv) and c.bufs == min(4, real.bufs) and c.align == max(256, real.align), c
 ren = d.renderer
 assert ren.local_max == c.wgsize and ren.shared_max == c.smem and "wginv=" + str(c.wginv) in ren.target.arch
 assert rangeify.DEVICE_MAX_BUFS["VULKAN"] == c.bufs - 1

@@ -1,25 +1,146 @@
-"""llvmpipe exits every loop of a shader invocation after 65535 back-edges in total; long loops must still be right."""
+"""llvmpipe exits every loop of a SIMD vector of invocations after 65535 passes in total: long reductions are spread over the
+workgroup (tinygrad_vk/renderer/loops.py) and must still be right; what cannot be spread is refused."""
+from dataclasses import replace
 import numpy as np
 import pytest
-from tinygrad import Tensor
-from tinygrad.device import CompileError
-from tinygrad_vk.renderer.loops import fit_loop_budget
-from util import data
+from tinygrad import Tensor, Device, nn, dtypes
+from tinygrad.device import CompileError, Buffer, TinyELF
+from tinygrad.uop.ops import UOp, Ops, AxisType
+from tinygrad.codegen import to_program
+from tinygrad.engine.realize import run_linear
+from tinygrad.codegen.opt import Opt, OptOps
+from tinygrad.helpers import Context, Target
+from tinygrad_vk.compiler import GLSLCompiler
+from util import data, kernel_sources, run_python, run_kernel
 
-@pytest.mark.parametrize("n", [65536, 70001, 200003])
-def test_long_single_thread_reduction(n):
-  # a prime size keeps tinygrad from splitting the reduction: one invocation loops n times
+BUDGET = Device["VULKAN"].renderer.caps.maxloop
+needs_budget = pytest.mark.skipif(not BUDGET, reason="the driver has no loop budget (only llvmpipe has one)")
+
+def run_glsl(body:str, local:int) -> np.ndarray:
+  """(c1, c2) per invocation of one workgroup running `body`, which counts loop iterations in c1 and c2."""
+  src = f"""#version 450
+layout(local_size_x={local}) in;
+layout(set=0, binding=0, std430) buffer B0 {{ int out_[]; }};
+void main() {{ int i = int(gl_LocalInvocationID.x); int c1 = 0, c2 = 0;
+{body}
+out_[2*i] = c1; out_[2*i+1] = c2; }}"""
+  buf = Buffer("VULKAN", 2 * local, dtypes.int).allocate()
+  prg = Device["VULKAN"].runtime(TinyELF(GLSLCompiler().compile(src), "limiter", Target("VULKAN"), ((None, 0, dtypes.int, ()),)))
+  prg(buf._buf, global_size=(1, 1, 1), local_size=(local, 1, 1), wait=True)
+  return np.frombuffer(buf.as_memoryview(), dtype=np.int32).reshape(-1, 2)
+
+@needs_budget
+def test_limiter_semantics():
+  # what renderer/loops.py assumes, measured: a loop of n iterations runs min(n, budget) of them...
+  c = run_glsl("int n = 65530 + i; for (int k = 0; k < n; k++) c1++;", 16)[:, 0]
+  assert c.tolist() == [min(65530 + i, BUDGET) for i in range(16)]
+  # ...the counter belongs to a SIMD vector (4 or 8 lanes along x): a lane with a short first loop pays for a neighbour's long one
+  # (a loop of n iterations costs n+1 passes)...
+  c = run_glsl("int n1 = (i % 4 == 0) ? 60000 : 10; for (int k = 0; k < n1; k++) c1++; for (int k = 0; k < 10000; k++) c2++;", 16)[:, 1]
+  assert c.tolist() == [BUDGET - 60001] * 16
+  # ...and not to the workgroup: 32 vectors of 60000 iterations each all finish
+  assert (run_glsl("for (int k = 0; k < 60000; k++) c1++;", 256)[:, 0] == 60000).all()
+
+@pytest.mark.parametrize("n", [65537, 200003, 10_000_019])
+def test_long_reduction_in_one_kernel(n):
+  # a prime size keeps tinygrad from splitting the reduction into two kernels: one workgroup reduces all n elements
   x = data(n, lo=0.0, hi=2.0)
-  np.testing.assert_allclose(Tensor(x).sum().numpy(), x.astype(np.float64).sum(), rtol=1e-4)
-  np.testing.assert_array_equal(Tensor(np.ones(n, np.float32)).sum().numpy(), n)
+  t = Tensor(x)
+  np.testing.assert_allclose(t.sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
+  np.testing.assert_allclose(t.max().numpy(), x.max())
+  [src] = kernel_sources(t.sum())
+  if BUDGET: assert "barrier();" in src and "shared float" in src and "local_size_x=1," not in src
 
-def test_unrolled_text_keeps_budget():
-  body = ["  float acc = 0.0;", "  for (int Ridx0 = 0; Ridx0 < 100000; Ridx0++) {", "    acc += 1.0;", "  }"]
-  out = fit_loop_budget(body, {"Ridx0": 100000}, 65535, "k")
-  assert "Ridx0_u += 2" in out[1] and "    { int Ridx0 = Ridx0_u+0;" in out and "    { int Ridx0 = Ridx0_u+1;" in out
-  assert fit_loop_budget(body, {"Ridx0": 100000}, 0, "k") is body   # no budget on other drivers: untouched
+@needs_budget
+@pytest.mark.parametrize("shape,fn", [
+  ((4, 70001), lambda x: x.sum(1)), ((4, 70001), lambda x: x.min(1)), ((3, 70001), lambda x: x.std(1)),
+  ((2, 70001), lambda x: x.argmax(1)), ((3, 70001), lambda x: (x > 2.99).any(1)), ((3, 70001), lambda x: (x * 100).cast(dtypes.int).sum(1)),
+  ((2, 70001), lambda x: x.softmax(1)), ((70001, 4), lambda x: x[:, :3].sum()),    # two reduce loops that do not merge
+  ((4, 70001), lambda x: x.sum(1).contiguous(arg=(Opt(OptOps.UPCAST, 0, 4),)))],    # user opts: applied, then spread
+  ids=["sum", "min", "std", "argmax", "any", "int sum", "softmax", "2 loops", "user opts"])
+def test_spread_reductions(shape, fn):
+  x = data(shape)
+  np.testing.assert_allclose(fn(Tensor(x)).numpy(), fn(Tensor(x, device="CPU").cast(dtypes.float64)).numpy(), rtol=1e-4, atol=1e-3)
 
-def test_impossible_budget_is_refused():
-  body = ["  for (int Lidx0 = 0; Lidx0 < 70000; Lidx0++) {", "    for (int Ridx1 = 0; Ridx1 < 3; Ridx1++) {", "      x += 1;", "    }", "  }"]
-  with pytest.raises(CompileError, match="LP_MAX_TGSI_LOOP_ITERATIONS"):
-    fit_loop_budget(body, {"Lidx0": 70000, "Ridx1": 3}, 65535, "k")
+@needs_budget
+def test_noopt_and_matvec():
+  a, v = data((5, 70001)), data(70001)
+  with Context(NOOPT=1): np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(v)).numpy(), a.astype(np.float64) @ v, rtol=1e-4, atol=1e-3)
+
+@needs_budget
+def test_loops_nested_through_a_dependency():
+  # tinygrad's masked_select counts with three nested reduce loops (20 x 320 x 320); the innermost one does not use the outermost
+  # index but still runs inside it (upstream test_ops::test_masked_select)
+  x = data((32, 10))
+  np.testing.assert_array_equal(Tensor(x).masked_select(Tensor(True)).numpy(), x.reshape(-1))
+
+class ConvNet:
+  """The first block of tinygrad's examples/beautiful_mnist.py, narrower: conv, conv, batch norm, max pool, then a linear layer."""
+  def __init__(self, c:int=8):
+    self.layers = [nn.Conv2d(1, c, 5), Tensor.relu, nn.Conv2d(c, c, 5), Tensor.relu, nn.BatchNorm(c), Tensor.max_pool2d,
+                   lambda x: x.flatten(1), nn.Linear(c * 10 * 10, 10)]
+  def __call__(self, x): return x.sequential(self.layers)
+
+def renderer_with(**caps):
+  """The device's renderer with some capabilities changed."""
+  ren = Device["VULKAN"].renderer
+  return type(ren)(replace(ren.target, arch=replace(ren.caps, **caps).encode()))
+
+def conv_grads(device:str, x:np.ndarray, y:np.ndarray, dtype) -> tuple[float, list[np.ndarray], int]:
+  """The loss, then the first convolution's weight and bias gradients, read one by one as a user would; and how many of the
+  bias gradient's kernels are over the loop budget."""
+  Tensor.manual_seed(0)
+  m = ConvNet(32)
+  for v in nn.state.get_parameters(m): v.replace(v.to(device).cast(dtype)).realize()
+  with Context(TRAINING=1, DEFAULT_FLOAT="float64" if dtype == dtypes.float64 else "float32"):
+    loss = m(Tensor(x, device=device).cast(dtype)).sparse_categorical_crossentropy(Tensor(y, device=device)).backward()
+    l, w, b = loss.item(), m.layers[0].weight.grad.numpy(), m.layers[0].bias.grad
+    # the bias gradient recomputes the second convolution inside a reduction of ~72000 loop passes per invocation
+    lin, over = b.schedule_linear(), 0
+    for c in lin.src:
+      if c.src[0].op is Ops.SINK and device == "VULKAN":
+        try: to_program(c.src[0], renderer_with(flags=Device["VULKAN"].renderer.caps.flags - {"spread"}))
+        except CompileError: over += 1
+    run_linear(lin)
+    return l, [w, b.numpy()], over
+
+def test_conv_net_gradient():
+  rng = np.random.default_rng(0)
+  x, y = rng.standard_normal((32, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, 32).astype(np.int32)
+  loss, grads, over = conv_grads("VULKAN", x, y, dtypes.float32)
+  if BUDGET: assert over >= 1
+  ref_loss, ref, _ = conv_grads("CPU", x, y, dtypes.float64)
+  assert abs(loss - ref_loss) <= 1e-4 * abs(ref_loss)
+  for g, r in zip(grads, ref): np.testing.assert_allclose(g, r, rtol=0, atol=1e-3 * np.abs(r).max())
+
+def test_switched_off_is_refused():
+  # without spreading a long reduction is refused, never cut short
+  r = run_python("from tinygrad import Tensor\nTensor.ones(70001).contiguous().sum().numpy()", env={"VULKAN_DISABLE": "spread"})
+  if BUDGET: assert r.returncode != 0 and "VULKAN_DISABLE=spread" in r.stderr and "CompileError" in r.stderr, r.stderr[-2000:]
+  else: assert r.returncode == 0, r.stderr[-2000:]
+
+@needs_budget
+def test_unsplittable_loop_is_refused():
+  # a loop that stores on every iteration is not a reduction: its iterations cannot move to other invocations
+  out = Buffer("VULKAN", 70001, dtypes.float).allocate()
+  r = UOp.range(70001, 0, AxisType.LOOP)
+  buf = UOp.placeholder((70001,), dtypes.float, 0)
+  with pytest.raises(CompileError, match="cannot be spread over the workgroup: it is not a reduction"):
+    run_kernel([buf.index(r).store(r.cast(dtypes.float)).end(r)], [out])
+
+def test_too_long_for_the_workgroup_is_refused():
+  # 1024 lanes x 100 passes cannot hold a reduction of 200003: refused, with the reason
+  [call] = [c for c in Tensor.empty(200003).sum().schedule_linear().src if c.src[0].op is Ops.SINK]
+  with pytest.raises(CompileError, match="it needs more than 1024 lanes"):
+    to_program(call.src[0], renderer_with(maxloop=100, wginv=1024, wgsize=(1024, 1024, 64)))
+
+def test_beam_search_spreads_candidates():
+  # BEAM compiles every candidate through the renderer: each one is spread to fit, and the winner is right
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor
+x = np.random.default_rng(0).uniform(-3, 3, (4, 70001)).astype(np.float32)
+np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+print("ok")""", {"BEAM": "1", "IGNORE_BEAM_CACHE": "1", "LP_NUM_THREADS": "0"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

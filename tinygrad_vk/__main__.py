@@ -24,8 +24,9 @@ def unsupported(phys, caps) -> list[str]:
   for flag, what in FLAGS.items():
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
                                                     " (VULKAN_DISABLE)" if flag in phys.flags() else ""))
-  if caps.maxloop: out.append(f"at most {caps.maxloop} loop iterations per invocation in total (llvmpipe's loop limiter): longer "
-                              "innermost loops are unrolled, kernels that still exceed it are refused")
+  if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (llvmpipe's loop limiter): longer "
+                              "reductions are spread over the workgroup; a long loop that is not a reduction into registers, or a "
+                              f"reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
   if "bda" not in caps: out.append(f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused")
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
           (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),

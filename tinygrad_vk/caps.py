@@ -20,13 +20,14 @@ FLAGS = {
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
+  "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
-                  "vec": ("vec",)}
+                  "vec": ("vec",), "spread": ("spread",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -46,7 +47,7 @@ class Caps:
   bufs: int = 4                               # maxPerStageDescriptorStorageBuffers
   range: int = 1 << 27                        # maxStorageBufferRange
   allocs: int = 4096                          # maxMemoryAllocationCount
-  maxloop: int = 0                            # loop back-edges one invocation may run, 0: unbounded (llvmpipe: see renderer/loops.py)
+  maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
@@ -77,14 +78,15 @@ def disabled_flags(spec:str) -> set[str]:
 
 # VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
 # only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
-# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). "vec" is a renderer path, not a device feature.
+# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer paths are not device features: every profile keeps them.
+RENDERER_PATHS = frozenset({"vec", "spread"})
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the Vulkan 1.2 required minimums: no optional feature at all
-  "min": (frozenset({"vec"}), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
+  "min": (frozenset(), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
   # a typical Mali/Adreno phone (sources in docs/capabilities.md): Android's 2022 baseline limits, 4 storage buffers per stage
   # (older Mali drivers), no 8-bit storage (Adreno), no 16-bit storage, int64, float64 or float controls (not in that baseline),
   # buffer device address
-  "mobile": (frozenset({"vec", "bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28)),
+  "mobile": (frozenset({"bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28)),
 }
 LOWER_BOUND = {"align"}   # limits where a poorer device has a larger value
 LIMIT_NAMES = {"align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize", "wginv": "maxComputeWorkGroupInvocations",
@@ -100,7 +102,7 @@ def apply_profile(caps:Caps, spec:str) -> Caps:
   """caps as the profiles in VULKAN_PROFILE=<spec> allow them (never more than the device has)."""
   names = [n for n in (s.strip() for s in spec.split(",")) if n]
   if not names: return caps
-  granted, limits = set(), {}
+  granted, limits = set(RENDERER_PATHS), {}
   for name in names:
     if name in FLAGS: granted.add(name)
     elif name in PROFILES:

@@ -27,7 +27,7 @@ class VulkanDevice(Compiled):
     self.closed, inst, idx = False, instance(), device_index(device)
     if inst.pid != os.getpid():
       raise RuntimeError(f"VULKAN: Vulkan was initialised before os.fork(): a forked child cannot use it (a Vulkan driver does not survive "
-                         f"fork). Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
+                         "fork). Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
     max_cmds, timeout_s = env_number("VULKAN_BATCH", 64, 1), env_number("VULKAN_TIMEOUT_S", 300.0, 0.001)
     graph = VulkanGraph if env_number("VULKAN_GRAPH", 1) else None
     # VULKAN:n past the last physical device opens another logical device on one of them (multi-device tests on one GPU)

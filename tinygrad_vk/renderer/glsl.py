@@ -16,7 +16,7 @@ from __future__ import annotations
 import math, struct
 from dataclasses import dataclass
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, axis_letters, range_str
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
@@ -24,7 +24,7 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens, ceildiv
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.loops import fit_loop_budget
+from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.abi import kernel_abi, numel
 from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, is_word_access
 from tinygrad_vk.renderer.sin32 import sin32_matcher
@@ -300,7 +300,7 @@ class GLSLRenderer(CStyleLanguage):
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher
+      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher + pm_loop_budget
     if "i64" not in self.caps:   # SIN is kept through tinygrad's decompositions, whose sin needs 64-bit integers: sin32.py lowers it
       self.code_for_op = {**self.code_for_op, Ops.SIN: _sin_left}
       self.extra_matcher = sin32_matcher + self.extra_matcher
@@ -337,8 +337,7 @@ class GLSLRenderer(CStyleLanguage):
     if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
                  (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
       raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {function_name}")
-    sizes = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": int(u.src[0].vmax) for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void}
-    kernel = fit_loop_budget(kernel, sizes, self.caps.maxloop, function_name)
+    check_loop_budget(uops, self.caps.maxloop, function_name)
     local = [1, 1, 1]
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
