@@ -18,7 +18,7 @@ def spirv_sources(t:Tensor) -> list[str]:
 def both(fn) -> dict[str, np.ndarray]:
   """fn's result computed through each renderer (DEV=VULKAN:<renderer> picks it; each compiles its own programs)."""
   out = {}
-  for ren, head in (("GLSL", "#version"), ("SPIRV", "; SPIR-V")):
+  for ren, head in (("GLSL", "#version"), ("SPIRV", "; tinygrad_vk SPIR-V")):
     with Context(DEV=f"VULKAN:{ren}"):
       assert all(s.startswith(head) for s in kernel_sources(fn())), f"{ren} did not render these kernels"
       out[ren] = fn().numpy()

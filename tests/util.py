@@ -28,7 +28,7 @@ def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.Complete
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                         env={"DEV": "VULKAN", **os.environ, **(env or {})})
 
-def is_spirv(src:str) -> bool: return src.startswith("; SPIR-V")
+def is_spirv(src:str) -> bool: return src.startswith("; tinygrad_vk SPIR-V")
 
 # what a kernel's source shows of a lowering path, in GLSL and in the SPIR-V renderer's assembly
 MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier")),     # shared memory and barriers

@@ -16,13 +16,13 @@ so the runtime cannot tell the two apart:
 """
 from __future__ import annotations
 import math, struct
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.renderer import Renderer
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.device import TinyELF, CompileError
-from tinygrad.helpers import ceildiv
+from tinygrad.helpers import ceildiv, prod
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.glsl import GLSLRenderer, glsl_matcher, nan_bits_matcher, UINT_OF_SIZE, _multiple, _is_view, _refusal
@@ -51,8 +51,7 @@ ALU = {Ops.ADD: ("OpFAdd", "OpIAdd", "OpIAdd", "OpLogicalOr"), Ops.SUB: ("OpFSub
 
 def kind(dt:DType) -> int: return 3 if dt == dtypes.bool else 0 if dtypes.is_float(dt) else 2 if dtypes.is_unsigned(dt) else 1
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
   """Elements of a buffer variable: what an INDEX gives, dereferenced by the LOAD/STORE that uses it."""
   var: str
   ty: str           # element type id
@@ -76,9 +75,8 @@ class SPIRVKernel:
     self.block = "%entry"
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
     params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
-    stored = {u for u in UOp.sink(*[u.src[0] for u in uops if u.op is Ops.STORE]).toposort(lambda u: u.op is not Ops.END) if u.op is Ops.PARAM}
     self.gbufs = {u.arg.slot: u for u in params if u.addrspace == AddrSpace.GLOBAL}
-    self.written = {u.arg.slot for u in stored}
+    self.written = {u.src[0].buf_uop.arg.slot for u in uops if u.op is Ops.STORE and u.src[0].addrspace == AddrSpace.GLOBAL}
     # push constants, laid out as program.py packs them (the GLSL renderer's layout)
     nwords, pvars = ceildiv(max(self.gbufs) + 1, 4) if self.gbufs else 0, [u for u in params if u.addrspace == AddrSpace.ALU]
     members = [(0, self.T(dtypes.uint, arr=nwords, stride=4))] if nwords else []
@@ -114,7 +112,7 @@ class SPIRVKernel:
     if n > 1: return rid if (rid := f"%v{n}{name}") in self.decl else self.g(rid, f"OpTypeVector {self.T(name)} {n}")
     return rid if (rid := f"%{name}") in self.decl else self.g(rid, DECL[name])
 
-  def ty(self, u:UOp) -> str: return self.T(u.dtype, u.max_numel())
+  def ty(self, u:UOp) -> str: return self.T(u.dtype, prod(u._shape) if u._shape else 1)   # values are scalars or vecN
   def ptr(self, sc:str, ty:str) -> str: return self.g(f"%p{SC[sc]}_{ty[1:]}", f"OpTypePointer {sc} {ty}")
 
   def const(self, dt:DType, v) -> str:
@@ -269,7 +267,7 @@ class SPIRVKernel:
   def elem(self, b:UOp, idx:str) -> Ref:
     ref = self.r[b]
     if ref.sc == "StorageBuffer": idx = self.op("OpIAdd", self.T(dtypes.int), idx, self.off(ref.slot))
-    return replace(ref, idx=idx)
+    return ref._replace(idx=idx)
 
   # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))), read through another variable of the same binding, in
   # w-byte words (w: the smallest element size in the chain): a view element of w bytes is a word of the view's own type, a wider
@@ -286,7 +284,7 @@ class SPIRVKernel:
     for t, s in reversed(terms):
       if s != w: t = self.op("OpIMul", self.T(dtypes.int), t, self.const(dtypes.int, s // w))
       word = self.op("OpIAdd", self.T(dtypes.int), word, t) if word else t
-    return replace(self.buf(v.arg.slot, b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]), idx=word, k=b.dtype.itemsize // w)
+    return self.buf(v.arg.slot, b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])._replace(idx=word, k=b.dtype.itemsize // w)
 
   def pointer(self, ref:Ref, j:int=0) -> str:
     idx = ref.idx if not j else self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j))
@@ -334,7 +332,7 @@ class SPIRVKernel:
     if (d := f"OpDecorate {spec} SpecId {slot}") not in self.deco: self.deco.append(d)
     cond = self.prologue(f"a{slot}_{n}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, n)))
     idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), lanes[0].idx, self.const(dtypes.int, n.bit_length() - 1))
-    return cond, replace(self.buf(slot, b.dtype, n), idx=idx), lanes
+    return cond, self.buf(slot, b.dtype, n)._replace(idx=idx), lanes
 
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
@@ -403,7 +401,7 @@ class SPIRVKernel:
       ("Int64", "%long" in self.decl or "%ulong" in self.decl), ("Int16", ("%short" in self.decl or "%ushort" in self.decl) and "i16" in self.caps),
       ("Int8", ("%char" in self.decl or "%uchar" in self.decl) and "i8" in self.caps), ("StorageBuffer16BitAccess", 2 in self.sb_bytes),
       ("StorageBuffer8BitAccess", 1 in self.sb_bytes), ("SignedZeroInfNanPreserve", floats)) if need]
-    return "\n".join([f"; SPIR-V 1.5, Vulkan 1.2; kernel: {name}", *(f"OpCapability {c}" for c in caps),
+    return "\n".join([f"; tinygrad_vk SPIR-V 1.5 (Vulkan 1.2), kernel: {name}", *(f"OpCapability {c}" for c in caps),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []), "OpMemoryModel Logical GLSL450",
       f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*local),
       *(f"OpExecutionMode %main SignedZeroInfNanPreserve {w}" for w in floats), *self.deco, *self.glob,
