@@ -35,6 +35,7 @@ DECL = {"void": "OpTypeVoid", "bool": "OpTypeBool", "char": "OpTypeInt 8 1", "uc
         "ushort": "OpTypeInt 16 0", "int": "OpTypeInt 32 1", "uint": "OpTypeInt 32 0", "long": "OpTypeInt 64 1", "ulong": "OpTypeInt 64 0",
         "half": "OpTypeFloat 16", "float": "OpTypeFloat 32", "double": "OpTypeFloat 64"}
 SC = {"StorageBuffer": "sb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in"}
+MEMORY = (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG)
 FLOAT_EXP = {dtypes.half: 16, dtypes.float: 128, dtypes.double: 1024}   # inf is 0x1p+E, the canonical NaN 0x1.8p+E
 
 # the instruction of each ALU op for (float, signed int, unsigned int, bool) operands; GLSL's operators compile to the same ones
@@ -258,7 +259,7 @@ class SPIRVKernel:
 
   # ---- memory
   def index(self, b:UOp, i:UOp):
-    if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG):   # a lane of a vector value (a coalesced load or a STACK)
+    if b.addrspace not in MEMORY:   # a lane of a vector value (a coalesced load or a STACK)
       if i.op is Ops.CAST and i.src[0].op is Ops.CONST: return self.op("OpCompositeExtract", self.T(b.dtype), self.r[b], str(i.src[0].arg))
       return self.op("OpVectorExtractDynamic", self.T(b.dtype), self.r[b], self.r[i])
     if _is_view(b): return self.view(b, i)
@@ -428,8 +429,9 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), lambda ctx,bidx: ctx.load(bidx)),
   (UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("v"))), lambda ctx,bidx,v: ctx.store(bidx, v)),
   (UPat(Ops.STACK, name="x"), lambda ctx,x: ctx.op("OpCompositeConstruct", ctx.ty(x), *[ctx.r[s] for s in x.src], prefix="cast")),
-  (UPat(Ops.CAST, name="x"), lambda ctx,x: ctx.cast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]])),
-  (UPat(Ops.BITCAST, name="x"), lambda ctx,x: ctx.bitcast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]])),
+  # value casts; a cast of a pointer has no SPIR-V here
+  (UPat(Ops.CAST, name="x"), lambda ctx,x: ctx.cast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]]) if x.addrspace not in MEMORY else None),
+  (UPat(Ops.BITCAST, name="x"), lambda ctx,x: ctx.bitcast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]]) if x.addrspace not in MEMORY else None),
   (UPat(GroupOp.ALU, name="x"), lambda ctx,x: ctx.alu(x)),
 ])
 
