@@ -13,6 +13,8 @@ from tinygrad_vk.graph import VulkanGraph
 from tinygrad_vk.renderer.glsl import GLSLRenderer
 from tinygrad_vk.renderer.spirv import SPIRVRenderer
 
+# tinygrad instantiates the first renderer DEV does not rule out: DEV=VULKAN:SPIRV / DEV=VULKAN:GLSL pick one by name
+RENDERERS = [GLSLRenderer, SPIRVRenderer]
 CALIBRATED_EXT, CALIBRATED_INFO = "VK_EXT_calibrated_timestamps", 1000184000   # VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT
 
 class VulkanDevice(Compiled):
@@ -34,7 +36,7 @@ class VulkanDevice(Compiled):
       register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs))
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     graph = VulkanGraph if getenv("VULKAN_GRAPH", 1) else None
-    super().__init__(device, VulkanAllocator(self), [GLSLRenderer, SPIRVRenderer], VulkanProgram, graph, arch=caps.encode())
+    super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
 
   @staticmethod
   def _create_device(phys, caps, exts:list[str]):
