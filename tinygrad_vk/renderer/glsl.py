@@ -203,9 +203,6 @@ glsl_rewrite = PatternMatcher([
    lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), render_load),
   (UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("v"))), render_store),
-  # C-style renderers drop the parentheses of a nested ADD/MUL of the same op, which reassociates float chains; keep the UOp graph's
-  # evaluation order (as the SPIR-V, PTX and LLVM renderers do)
-  (UPat((Ops.ADD, Ops.MUL), dtypes.floats, name="x"), lambda ctx,x: ctx.code_for_op[x.op](*[ctx[v] for v in x.src], x.dtype)),
 ]) + base_rewrite
 
 def _bool_op(sym:str, bsym:str):

@@ -16,6 +16,7 @@ so the runtime cannot tell the two apart:
 """
 from __future__ import annotations
 import math, struct
+from collections import Counter
 from typing import NamedTuple
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
@@ -39,6 +40,7 @@ MEMORY = (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG)
 FLOAT_EXP = {dtypes.half: 16, dtypes.float: 128, dtypes.double: 1024}   # inf is 0x1p+E, the canonical NaN 0x1.8p+E
 
 # the instruction of each ALU op for (float, signed int, unsigned int, bool) operands; GLSL's operators compile to the same ones
+CHAINED = (Ops.ADD, Ops.MUL)
 ALU = {Ops.ADD: ("OpFAdd", "OpIAdd", "OpIAdd", "OpLogicalOr"), Ops.SUB: ("OpFSub", "OpISub", "OpISub", None),
        Ops.MUL: ("OpFMul", "OpIMul", "OpIMul", "OpLogicalAnd"), Ops.FDIV: ("OpFDiv", None, None, None),
        Ops.CDIV: ("OpFDiv", "OpSDiv", "OpUDiv", None), Ops.CMOD: (None, "OpSRem", "OpUMod", None),   # both truncate, as in C
@@ -74,6 +76,7 @@ class SPIRVKernel:
     self.cache: dict[str, str] = {}    # prologue values, once each
     self.structs: dict[UOp, tuple] = {}   # open RANGE/IF -> their labels
     self.block = "%entry"
+    self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
     params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
     self.gbufs = {u.arg.slot: u for u in params if u.addrspace == AddrSpace.GLOBAL}
@@ -241,8 +244,12 @@ class SPIRVKernel:
     return self.op("OpBitcast", self.T(to), x)
 
   def alu(self, x:UOp) -> str:
-    ty, a = self.ty(x), [self.r[s] for s in x.src]
-    sdt = x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
+    ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
+    if x.op in CHAINED and dtypes.is_float(x.dtype):
+      acc, *rest = [self.r[o] for o in self.chain(x)]
+      for o in rest: acc = self.op(ALU[x.op][0], ty, acc, o, prefix="alu")
+      return acc
+    a = [self.r[s] for s in x.src]
     if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
     if x.op is Ops.EXP2: return self.ext("Exp2", ty, a[0])
     if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
@@ -256,6 +263,13 @@ class SPIRVKernel:
       return self.op("OpFSub", ty, a[0], self.op("OpFMul", ty, a[1], self.ext("Trunc", ty, self.op("OpFDiv", ty, *a))), prefix="alu")
     if (name := ALU.get(x.op, (None,) * 4)[kind(sdt)]) is None: raise CompileError(f"no SPIR-V instruction for {x.op} on {sdt}")
     return self.op(name, ty, *a, prefix="alu")
+
+  # tinygrad's C-style renderers (CPU's clang, GLSL) print a single-use ADD/MUL operand of the same op without parentheses, so
+  # a + (b + c) runs as (a + b) + c. Float chains are evaluated that way here too: the same bits as DEV=CPU and the GLSL renderer.
+  def chain(self, x:UOp) -> list[UOp]: return [o for s in x.src for o in (self.chain(s) if self.inner(s) else [s])]
+  def inner(self, u:UOp) -> bool:
+    """Whether u is such an operand: it is computed as part of its consumer's chain."""
+    return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
 
   # ---- memory
   def index(self, b:UOp, i:UOp):
@@ -475,8 +489,10 @@ class SPIRVRenderer(Renderer):
     for u in uops:
       if u.op in (Ops.NOOP, Ops.GROUP, Ops.SINK) or (u.op is Ops.CONST and u.dtype in dtypes.weaks) or (u.op is Ops.STACK and not u.src): continue
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
+      if k.inner(u): continue
       try: ret = spirv_lower.rewrite(u, ctx=k)
-      except Exception as e: raise CompileError(f"VULKAN: kernel {name}: cannot lower {u.op} ({u.dtype}, arg={u.arg}) to SPIR-V: {e}") from e
+      except Exception as e:
+        raise CompileError(f"VULKAN: kernel {name}: cannot lower {u.op} ({u.dtype}, arg={u.arg}) to SPIR-V: {type(e).__name__}: {str(e)[:300]}") from e
       if ret is None: raise CompileError(f"VULKAN: kernel {name}: no SPIR-V for {u.op} ({u.dtype}, arg={u.arg}, "
                                          f"srcs {[(s.op, s.dtype) for s in u.src]})")
       k.r[u] = ret
