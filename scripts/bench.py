@@ -4,8 +4,8 @@
   python scripts/bench.py [--quick] [--beam] [--json bench.json]
 
 Each tinygrad device runs in a subprocess of its own (DEV is read at import) and writes its figures to a JSON file after every
-benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs with each renderer: the default SPIR-V renderer
-(column VULKAN) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput); the default one again with
+benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs with each renderer: the SPIR-V renderer (column
+VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput); the SPIR-V one again with
 VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buffer graph) and LP_NUM_THREADS=0. Every figure is
 the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
 directly, without tinygrad.
@@ -272,13 +272,13 @@ def main():
             "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"]}
   keys = [k for t in tasks for k in groups.get(t, [t])]
   expected = {"VULKAN": keys, "CPU": keys}
-  results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN"}, limit)}
+  results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN:SPIRV"}, limit)}
   # the GLSL renderer: cold rows and kernel throughput
   glsl_tasks = ["gemm512", "gemm1024", "add16M", "conv2d", "compile", "cnn_train"]
   results["VULKAN:GLSL"] = run_sub([me, "--worker", ",".join(glsl_tasks)] + q, {"DEV": "VULKAN:GLSL"}, limit)
   expected["VULKAN:GLSL"] = [k for t in glsl_tasks for k in groups.get(t, [t])]
   # a first CNN step in a fresh process, without the disk cache: with compile workers (tinygrad's default), then in-process
-  for col, dev in (("VULKAN", "VULKAN"), ("VULKAN:GLSL", "VULKAN:GLSL"), ("CPU", "CPU")):
+  for col, dev in (("VULKAN", "VULKAN:SPIRV"), ("VULKAN:GLSL", "VULKAN:GLSL"), ("CPU", "CPU")):
     r = run_sub([me, "--worker", "cnn_first"] + q, {"DEV": dev, "CACHELEVEL": "0"}, 300)
     r0 = run_sub([me, "--worker", "cnn_first"] + q, {"DEV": dev, "CACHELEVEL": "0", "PARALLEL": "0"}, 300)
     results.setdefault(col, {}).update({"cnn_first": r.get("cnn_first", {"error": r.get("error", "missing")}),
@@ -292,7 +292,7 @@ def main():
   # PARALLEL=0: on a CPU driver, compile workers running beside a timed candidate distort BEAM's ranking
   if args.beam: extra.append(({"PARALLEL": "0"}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
   for env, task, rows, timeout in extra:
-    r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
+    r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN:SPIRV", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
   results["CPU"] |= run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "CPU"}, limit)
   try: results["numpy"] = numpy_bench(args.quick)

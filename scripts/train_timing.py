@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of a few training steps of a small ViT and BERT (tinygrad's extra/models), cold, split into compile and run.
 
-  python scripts/train_timing.py --tg-src ~/tg-src [--models vit,bert] [--devs VULKAN,VULKAN:GLSL,CPU] [--steps 5]
+  python scripts/train_timing.py --tg-src ~/tg-src [--models vit,bert] [--devs VULKAN:SPIRV,VULKAN:GLSL,CPU] [--steps 5]
 
 The models come from an upstream tinygrad tree (`--tg-src`, never copied here). Each (model, device) runs in a fresh process
 without tinygrad's disk cache and with PARALLEL=0, so every kernel compiles in that process and is timed: codegen (tinygrad's
@@ -66,7 +66,7 @@ def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--tg-src", required=True, help="upstream tinygrad tree with extra/models")
   ap.add_argument("--models", default="vit,bert")
-  ap.add_argument("--devs", default="VULKAN,VULKAN:GLSL,CPU")
+  ap.add_argument("--devs", default="VULKAN:SPIRV,VULKAN:GLSL,CPU")
   ap.add_argument("--steps", type=int, default=5)
   ap.add_argument("--json")
   ap.add_argument("--worker", help=argparse.SUPPRESS)
