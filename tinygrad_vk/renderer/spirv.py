@@ -161,10 +161,14 @@ class SPIRVKernel:
     self.body.append(f"{(rid := rid or self.nid(prefix))} = {name} {ty} {' '.join(args)}")
     return rid
 
-  def do(self, *words:str): self.body.append(" ".join(words))
-  def label(self, lbl:str):
+  def do(self, *words:str) -> str:
+    """One instruction without a result."""
+    self.body.append(" ".join(words))
+    return ""
+  def label(self, lbl:str) -> str:
     self.body.append(f"{lbl} = OpLabel")
     self.block = lbl
+    return ""
   def ext(self, fn:str, ty:str, x:str) -> str:
     self.uses_glsl = True
     return self.op("OpExtInst", ty, "%glsl", fn, x)
@@ -200,8 +204,8 @@ class SPIRVKernel:
     def load():
       w = self.op("OpLoad", self.T(dtypes.uint), self.op("OpAccessChain", self.ptr("PushConstant", self.T(dtypes.uint)), "%pc",
                                                           self.const(dtypes.int, 0), self.const(dtypes.int, slot // 4)))
-      b = self.op("OpBitwiseAnd", self.T(dtypes.uint), self.op("OpShiftRightLogical", self.T(dtypes.uint), w, self.const(dtypes.uint, 8 * (slot % 4))),
-                  self.const(dtypes.uint, 255))
+      u = self.T(dtypes.uint)
+      b = self.op("OpBitwiseAnd", u, self.op("OpShiftRightLogical", u, w, self.const(dtypes.uint, 8 * (slot % 4))), self.const(dtypes.uint, 255))
       return self.op("OpBitcast", self.T(dtypes.int), b, rid=f"%o{slot}")
     return self.prologue(f"o{slot}", load)
 
@@ -218,12 +222,13 @@ class SPIRVKernel:
   def param(self, x:UOp):
     if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, dtypes.uchar if x.dtype == dtypes.bool else x.dtype)
     member, dt = self.pvar[x.arg.slot]
-    return self.prologue(f"var{member}", lambda: self.op("OpLoad", self.T(dt), self.op("OpAccessChain", self.ptr("PushConstant", self.T(dt)),
-                                                                                       "%pc", self.const(dtypes.int, member)), rid=f"%var{x.arg.slot}"))
+    def load(): return self.op("OpLoad", self.T(dt), self.op("OpAccessChain", self.ptr("PushConstant", self.T(dt)), "%pc",
+                                                             self.const(dtypes.int, member)), rid=f"%var{x.arg.slot}")
+    return self.prologue(f"var{member}", load)
 
   def buffer(self, x:UOp) -> Ref:
-    sc = "Workgroup" if x.addrspace == AddrSpace.LOCAL else "Function"
-    return Ref(self.var(f"%{'smem' if sc == 'Workgroup' else 'reg'}{x.arg.slot}", self.T(x.dtype, arr=x.max_numel()), sc), self.T(x.dtype), x.dtype, sc)
+    sc, name = ("Workgroup", "smem") if x.addrspace == AddrSpace.LOCAL else ("Function", "reg")
+    return Ref(self.var(f"%{name}{x.arg.slot}", self.T(x.dtype, arr=x.max_numel()), sc), self.T(x.dtype), x.dtype, sc)
 
   def cast(self, frm:DType, to:DType, x:str) -> str:
     if frm == to: return x
@@ -377,7 +382,7 @@ class SPIRVKernel:
       self.do("OpLoopMerge", merge, cont, "None")
       self.do("OpBranch", body)
     else:
-      self.body.append(f"{i} = OpPhi {self.ty(x)} {self.const(x.dtype, 0)} {pre} {nxt} {cont}")
+      self.op("OpPhi", self.ty(x), self.const(x.dtype, 0), pre, nxt, cont, rid=i)
       lt = self.op("OpULessThan" if dtypes.is_unsigned(x.dtype) else "OpSLessThan", self.T(dtypes.bool), i, self.r[x.src[0]])
       self.do("OpLoopMerge", merge, cont, "None")
       self.do("OpBranchConditional", lt, body, merge)
@@ -391,22 +396,19 @@ class SPIRVKernel:
     self.label(cont)
     if rng.dtype == dtypes.void: self.do("OpBranchConditional", self.r[x.src[2]], hdr, merge)
     else:
-      self.body.append(f"{nxt} = OpIAdd {self.ty(rng)} {i} {self.const(rng.dtype, 1)}")
+      self.op("OpIAdd", self.ty(rng), i, self.const(rng.dtype, 1), rid=nxt)
       self.do("OpBranch", hdr)
-    self.label(merge)
-    return ""
+    return self.label(merge)
 
   def if_(self, x:UOp) -> str:
     t, self.structs[x] = self.nid("L"), self.nid("L")
     self.do("OpSelectionMerge", self.structs[x], "None")
     self.do("OpBranchConditional", self.r[x.src[0]], t, self.structs[x])
-    self.label(t)
-    return ""
+    return self.label(t)
 
   def endif(self, x:UOp) -> str:
     self.do("OpBranch", m := self.structs.pop(x.src[0]))
-    self.label(m)
-    return ""
+    return self.label(m)
 
   def finish(self, name:str, local:list[int]) -> str:
     floats = [w for w, t in ((16, "%half"), (32, "%float"), (64, "%double")) if t in self.decl and f"nan{w}" in self.caps]
@@ -434,7 +436,7 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.IF, name="x"), lambda ctx,x: ctx.if_(x)),
   (UPat(Ops.ENDIF, name="x"), lambda ctx,x: ctx.endif(x)),
   # OpControlBarrier Workgroup Workgroup AcquireRelease|WorkgroupMemory, as GLSL's barrier()
-  (UPat(Ops.BARRIER), lambda ctx: ctx.do("OpControlBarrier", ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 0x108)) or ""),
+  (UPat(Ops.BARRIER), lambda ctx: ctx.do("OpControlBarrier", ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 0x108))),
   # views and vector accesses are rendered by the INDEX/LOAD/STORE that uses them
   (UPat((Ops.SHRINK, Ops.BITCAST), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or _is_view(x) else None),
   (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i"))), lambda ctx,b,i: ctx.index(b, i)),
@@ -492,7 +494,8 @@ class SPIRVRenderer(Renderer):
       if k.inner(u): continue
       try: ret = spirv_lower.rewrite(u, ctx=k)
       except Exception as e:
-        raise CompileError(f"VULKAN: kernel {name}: cannot lower {u.op} ({u.dtype}, arg={u.arg}) to SPIR-V: {type(e).__name__}: {str(e)[:300]}") from e
+        raise CompileError(f"VULKAN: kernel {name}: cannot lower {u.op} ({u.dtype}, arg={u.arg}) to SPIR-V: {type(e).__name__}: "
+                           f"{str(e)[:300]}") from e
       if ret is None: raise CompileError(f"VULKAN: kernel {name}: no SPIR-V for {u.op} ({u.dtype}, arg={u.arg}, "
                                          f"srcs {[(s.op, s.dtype) for s in u.src]})")
       k.r[u] = ret
