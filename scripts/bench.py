@@ -4,9 +4,11 @@
   python scripts/bench.py [--quick] [--beam] [--json bench.json]
 
 Each tinygrad device runs in a subprocess of its own (DEV is read at import) and writes its figures to a JSON file after every
-benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs again with VULKAN_FORCE_STAGING=1 (copies) and
-VULKAN_GRAPH=0 (TinyJit without the command-buffer graph). Every figure is the median of several timed runs after
-warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package directly, without tinygrad.
+benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs with each renderer: the SPIR-V renderer (column
+VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput); the SPIR-V one again with
+VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buffer graph) and LP_NUM_THREADS=0. Every figure is
+the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
+directly, without tinygrad.
 """
 import argparse, json, os, platform, random, statistics, subprocess, sys, tempfile, time
 
@@ -23,13 +25,15 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
         ("launch_jit_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("compile_schedule", "cold: schedule", "ms"), ("compile_codegen", "cold: tinygrad codegen", "ms"),
-        ("compile_compiler", "cold: compiler (GLSL->SPIR-V)", "ms"), ("compile_pipeline", "cold: pipeline + 1st dispatch", "ms"),
+        ("compile_compiler", "cold: compiler (source->SPIR-V)", "ms"), ("compile_pipeline", "cold: pipeline + 1st dispatch", "ms"),
+        ("cnn_first", "cold: CNN train step, 1st call", "ms"), ("cnn_first_serial", "  same, PARALLEL=0", "ms"),
+        ("cnn_first_compile", "  of it codegen+compile", "ms"),
         ("copy_h2d", "copy 64 MiB host->device", "GB/s"), ("copy_d2h", "copy 64 MiB device->host", "GB/s"),
         ("copy_h2d_staging", "copy H->D, VULKAN_FORCE_STAGING=1", "GB/s"), ("copy_d2h_staging", "copy D->H, VULKAN_FORCE_STAGING=1", "GB/s"),
         ("copy_h2d_raw", "copy H->D, allocator._copyin", "GB/s"), ("copy_d2h_raw", "copy D->H, allocator._copyout", "GB/s"),
         ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
         ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s")]
-COLS = ["VULKAN", "CPU", "numpy", "floor"]
+COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "numpy", "floor"]
 # floor figures shown on the row of the tinygrad figure they bound
 FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_naive_1024",
               "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
@@ -149,7 +153,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
             "copy_h2d_raw": rate(times(lambda: alloc._copyin(buf, memoryview(arr).cast("B"))), MiB64 / 1e9, "GB/s"),
             "copy_d2h_raw": rate(times(lambda: alloc._copyout(mv, buf)), MiB64 / 1e9, "GB/s")}
 
-  def cnn():
+  def cnn_step():
     class Net:
       def __init__(self): self.c1, self.c2, self.l = nn.Conv2d(1, 8, 3), nn.Conv2d(8, 16, 3), nn.Linear(16 * 5 * 5, 10)
       def __call__(self, x):
@@ -164,13 +168,33 @@ def worker(tasks:list[str], quick:bool, out_path:str):
         loss = net(x).sparse_categorical_crossentropy(y).backward()
         return loss.realize(*opt.schedule_step())
     x, y = Tensor.randn(32, 1, 28, 28).realize(), Tensor.randint(32, high=10).realize()
+    dev.synchronize()
+    return step, x, y
+
+  def cnn():
+    step, x, y = cnn_step()
     for _ in range(3): step(x, y)
     return rate(times(lambda: step(x, y), reps=R * 2), 1.0, "steps/s")
+
+  def cnn_first():
+    # a fresh process without tinygrad's disk cache (see main): schedule + codegen + compile + pipelines + run of a first step
+    import tinygrad.codegen as cg
+    step, x, y = cnn_step()
+    acc, orig = [0.0], cg.do_to_program
+    def timed(*a, **kw):
+      st = time.perf_counter()
+      try: return orig(*a, **kw)
+      finally: acc[0] += time.perf_counter() - st
+    cg.do_to_program = timed   # sees every kernel only when they compile in this process (PARALLEL=0)
+    st = time.perf_counter()
+    step(x, y); dev.synchronize()
+    t = (time.perf_counter() - st) * 1e3
+    return {"cnn_first": stat([t], "ms"), "cnn_first_compile": stat([acc[0] * 1e3], "ms")} if acc[0] else {"cnn_first": stat([t], "ms")}
 
   benches = {"gemm512": lambda: gemm(512), "gemm1024": lambda: gemm(1024, reps=2 if quick else R),
              "gemm2048": lambda: gemm(2048, reps=3, warm=1), "gemm1024_beam2": gemm_beam, "add16M": add, "sum16M": sum_, "conv2d": conv,
              "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit,
-             "compile": compile_cost, "copy": copies, "cnn_train": cnn}
+             "compile": compile_cost, "copy": copies, "cnn_train": cnn, "cnn_first": cnn_first}
   for name in tasks:
     try:
       r = benches[name]()
@@ -249,7 +273,18 @@ def main():
             "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"]}
   keys = [k for t in tasks for k in groups.get(t, [t])]
   expected = {"VULKAN": keys, "CPU": keys}
-  results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN"}, limit)}
+  results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN:SPIRV"}, limit)}
+  # the GLSL renderer: cold rows and kernel throughput
+  glsl_tasks = ["gemm512", "gemm1024", "add16M", "conv2d", "compile", "cnn_train"]
+  results["VULKAN:GLSL"] = run_sub([me, "--worker", ",".join(glsl_tasks)] + q, {"DEV": "VULKAN:GLSL"}, limit)
+  expected["VULKAN:GLSL"] = [k for t in glsl_tasks for k in groups.get(t, [t])]
+  # a first CNN step in a fresh process, without the disk cache: with compile workers (tinygrad's default), then in-process
+  for col, dev in (("VULKAN", "VULKAN:SPIRV"), ("VULKAN:GLSL", "VULKAN:GLSL"), ("CPU", "CPU")):
+    r = run_sub([me, "--worker", "cnn_first"] + q, {"DEV": dev, "CACHELEVEL": "0"}, 300)
+    r0 = run_sub([me, "--worker", "cnn_first"] + q, {"DEV": dev, "CACHELEVEL": "0", "PARALLEL": "0"}, 300)
+    results.setdefault(col, {}).update({"cnn_first": r.get("cnn_first", {"error": r.get("error", "missing")}),
+                                        "cnn_first_serial": r0.get("cnn_first", {"error": r0.get("error", "missing")}),
+                                        "cnn_first_compile": r0.get("cnn_first_compile", {"error": r0.get("error", "missing")})})
   # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
@@ -260,9 +295,9 @@ def main():
   # PARALLEL=0: on a CPU driver, compile workers running beside a timed candidate distort BEAM's ranking
   if args.beam: extra.append(({"PARALLEL": "0"}, "gemm1024_beam2", {"gemm1024_beam2": "gemm1024_beam2"}, 3600))
   for env, task, rows, timeout in extra:
-    r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN", **env}, timeout)
+    r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN:SPIRV", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
-  results["CPU"] = run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "CPU"}, limit)
+  results["CPU"] |= run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "CPU"}, limit)
   try: results["numpy"] = numpy_bench(args.quick)
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
@@ -275,7 +310,7 @@ def main():
         f"| LP_NUM_THREADS={info['LP_NUM_THREADS']}")
   print(f"vulkan:  {vk.get('name', 'n/a')} | driver {vk.get('driver', 'n/a')} | floor on: {floor.get('device', 'n/a')}")
   print(f"mode: {'--quick' if args.quick else 'full'}; cells: median [min-max]; floor column = raw Vulkan via cffi on the same driver\n")
-  widths = [34, 8] + [22] * len(COLS)
+  widths = [34, 8] + [20] * len(COLS)
   line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
   print(line(["benchmark", "unit"] + COLS)); print("-" * (sum(widths) + 2 * (len(widths) - 1)))
   errors = [f"[{c}] process: {results[c]['error']}" for c in COLS if isinstance(results[c].get("error"), str)]
@@ -296,7 +331,7 @@ def main():
   if notes: print("\nnotes:\n  " + "\n  ".join(notes))
 
   def ratio(a, b): return round(a["med"] / b["med"], 3) if a and b and "med" in a and "med" in b and b["med"] else None
-  V, C, N, F = (results[c] for c in COLS)
+  V, G, C, N, F = (results[c] for c in COLS)
   ratios = {
     "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
     "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
@@ -314,6 +349,14 @@ def main():
     "GEMM 1024 by device address / by descriptor": ratio(V.get("gemm1024_bda"), V.get("gemm1024")),
     "add 16M by device address / by descriptor": ratio(V.get("add16M_bda"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
+    "cold compiler GLSL / SPIR-V (per kernel)": ratio(G.get("compile_compiler"), V.get("compile_compiler")),
+    "cold CNN step 1st call VULKAN / CPU": ratio(V.get("cnn_first"), C.get("cnn_first")),
+    "cold CNN step 1st call VULKAN / CPU, PARALLEL=0": ratio(V.get("cnn_first_serial"), C.get("cnn_first_serial")),
+    "cold CNN step 1st call GLSL / SPIR-V": ratio(G.get("cnn_first"), V.get("cnn_first")),
+    "GEMM 1024 SPIR-V / GLSL": ratio(V.get("gemm1024"), G.get("gemm1024")),
+    "add 16M SPIR-V / GLSL": ratio(V.get("add16M"), G.get("add16M")),
+    "conv2d SPIR-V / GLSL": ratio(V.get("conv2d"), G.get("conv2d")),
+    "CNN train steps/s SPIR-V / GLSL": ratio(V.get("cnn_train"), G.get("cnn_train")),
   }
   print("\nratios (median / median; launch: lower is better, throughput: higher is better)")
   for k, v in ratios.items(): print(f"  {k:<56} {'n/a' if v is None else f'{v:.3g}x'}")

@@ -34,7 +34,7 @@ def close(name:str, got:np.ndarray, ref:np.ndarray, rtol:float) -> bool:
   return e <= rtol
 
 def run(device:str, state:dict, X:np.ndarray, Y:np.ndarray, steps:int, dtype=np.float32) -> tuple[list[float], dict, dict]:
-  from tinygrad import Tensor, TinyJit, nn, Context
+  from tinygrad import Context
   with Context(DEFAULT_FLOAT="float64" if dtype == np.float64 else "float32"): return _run(device, state, X.astype(dtype), Y, steps, dtype)
 
 def _run(device:str, state:dict, X:np.ndarray, Y:np.ndarray, steps:int, dtype) -> tuple[list[float], dict, dict]:

@@ -1,6 +1,8 @@
-"""Every test runs on DEV=VULKAN unless it says otherwise; with VULKAN_VALIDATION=1 any validation message fails the test."""
+"""Every test runs on DEV=VULKAN (DEV=VULKAN:GLSL for the GLSL renderer) unless it says otherwise, every SPIR-V module checked by
+spirv-val; with VULKAN_VALIDATION=1 any validation message fails the test."""
 import os
 os.environ.setdefault("DEV", "VULKAN")
+os.environ.setdefault("VULKAN_VALIDATE_SPIRV", "1")   # spirv-val checks every module the SPIR-V renderer makes
 import pytest
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Bad input gets a clear error, raised before any work is queued."""
 import pytest
-from tinygrad import Tensor, Device, dtypes
+from tinygrad import Device, dtypes
 from tinygrad.device import Buffer, CompileError
 from tinygrad_vk.compiler import GLSLCompiler
 from util import run_python, glsl_program

@@ -346,14 +346,16 @@ def test_damaged_cache_entries_in_a_new_process(tmp_path):
 # ---- setup errors
 
 def test_missing_tools_are_one_readable_line(tmp_path):
+  # the GLSL renderer needs glslang and spirv-val; spirv-val is needed wherever VULKAN_VALIDATE_SPIRV=1 asks for it
   import shutil
   (bin_ := tmp_path / "bin").mkdir()
   (bin_ / "glslangValidator").symlink_to(shutil.which("glslangValidator"))
   code = "from tinygrad import Tensor; print((Tensor([1.0, 2.0]) * 3).tolist())"
-  for path, line in ((bin_, "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools"),
-                     (tmp_path / "nothing", "RuntimeError: VULKAN: glslangValidator not found on PATH; install glslang-tools")):
-    r = run_python(code, {"PATH": str(path), "CACHELEVEL": "0"})
-    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == line, r.stderr[-2000:]
+  for path, dev, line in ((bin_, "VULKAN:GLSL", "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools"),
+                          (tmp_path / "nothing", "VULKAN:GLSL", "RuntimeError: VULKAN: glslangValidator not found on PATH; install glslang-tools"),
+                          (tmp_path / "nothing", "VULKAN:SPIRV", "RuntimeError: VULKAN: spirv-val not found on PATH; install spirv-tools")):
+    r = run_python(code, {"PATH": str(path), "CACHELEVEL": "0", "DEV": dev, "VULKAN_VALIDATE_SPIRV": "1"})
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1] == line, (dev, r.stderr[-2000:])
 
 @pytest.mark.parametrize("name", ["VULKAN:abc", "VULKAN:-1", "VULKAN:1.5"])
 def test_bad_device_name(name):

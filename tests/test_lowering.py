@@ -1,9 +1,10 @@
-"""Regression tests for the GLSL lowering (renderer/glsl.py): each one failed before its fix. Every element is checked against numpy."""
+"""Regression tests for the lowering (renderer/glsl.py, renderer/spirv.py): each one failed before its fix in the GLSL renderer, and runs on
+whichever renderer DEV picks. Every element is checked against numpy."""
 import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources, kernel_glsl, BindSpy, bind_align, needs
+from util import run_kernel, kernel_sources, kernel_glsl, BindSpy, bind_align, needs, shows
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
@@ -99,13 +100,13 @@ def test_vector_loads_and_stores():
     x = rng.uniform(lo, hi, 4*37+5).astype(npdt)
     t = Tensor(x, device="VULKAN").realize()[3:3+4*37]   # an odd start: vectors of 1, 2 and 4 lanes
     # kernel_sources schedules its tensor without running it: a tensor given to it must not be read afterwards
-    assert any(("vec4(" in s) for s in kernel_sources(t * 3 + 1)), f"{dt}: expected coalesced vector accesses"
+    assert any(shows(s, "vec4") for s in kernel_sources(t * 3 + 1)), f"{dt}: expected coalesced vector accesses"
     out = t * 3 + 1
     exp = x[3:3+4*37] * npdt(3) + npdt(1)
     if dt == dtypes.half: np.testing.assert_allclose(out.numpy(), exp, rtol=1e-3)
     else: np.testing.assert_array_equal(out.numpy(), exp)
   a, b = rng.uniform(-1, 1, (13, 8)).astype(np.float32), rng.uniform(-1, 1, (8, 12)).astype(np.float32)
-  assert any("vec4(" in s for s in kernel_sources(Tensor(a, device="VULKAN") @ Tensor(b, device="VULKAN")))
+  assert any(shows(s, "vec4") for s in kernel_sources(Tensor(a, device="VULKAN") @ Tensor(b, device="VULKAN")))
   mm = Tensor(a, device="VULKAN") @ Tensor(b, device="VULKAN")
   np.testing.assert_allclose(mm.numpy(), a @ b, rtol=1e-5, atol=1e-5)
 

@@ -31,13 +31,22 @@ def missing(*dts) -> str:
 def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
-  """The GLSL of every kernel that realizing t would run. Consumes t: schedule_linear() leaves running the schedule to the caller."""
-  return [to_program(c.src[0], Device[device].renderer).src[2].arg for c in t.schedule_linear().src if c.src[0].op is Ops.SINK]
+  """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run, from the renderer DEV picks.
+  Consumes t: scheduling it leaves running the schedule to the caller."""
+  return [to_program(c.src[0], Device[device].renderer).src[2].arg for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
 
 def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.CompletedProcess:
-  """Run code in a fresh interpreter (device switches are read once per process)."""
+  """Run code in a fresh interpreter (device switches are read once per process), on this run's DEV (and so its renderer)."""
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                        env={**os.environ, "DEV": "VULKAN", **(env or {})})
+                        env={"DEV": "VULKAN", **os.environ, **(env or {})})
+
+def is_spirv(src:str) -> bool: return src.startswith("; tinygrad_vk SPIR-V")
+
+# what a kernel's source shows of a lowering path, in GLSL and in the SPIR-V renderer's assembly
+MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier")),     # shared memory and barriers
+         "vec4": (("vec4(",), ("OpCompositeConstruct %v4",)),                            # 4-lane vector values
+         "vec4_var": (("_v4[",), ("_v4",))}                                              # a vec4 declaration of a binding
+def shows(src:str, what:str) -> bool: return all(m in src for m in MARKS[what][is_spirv(src)])
 
 def kernel_glsl(stores:list[UOp]) -> str:
   """The GLSL that run_kernel runs for these stores."""

@@ -1,5 +1,5 @@
 """python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
-import argparse, os, sys
+import argparse, os, shutil, sys
 from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile
 
 def size(n:int) -> str:
@@ -58,6 +58,10 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
            ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
   groups: dict[str, list[str]] = {}
   for name in DTYPE_RULES: groups.setdefault(dtype_support(name, caps), []).append(name)
+  from tinygrad_vk.device import RENDERERS
+  what = {"SPIRV": "in-process, no compiler binary", "GLSL": f"glslang-tools {'installed' if shutil.which('glslangValidator') else 'not installed'}"}
+  names = [r.__name__.upper().removesuffix("RENDERER") for r in RENDERERS]
+  rows += [("renderers", ", ".join(f"{n} ({what[n]}{'; the default' if i == 0 else ''}; DEV=VULKAN:{n})" for i, n in enumerate(names)))]
   rows += [(f"dtypes {k}", ", ".join(v)) for k, v in sorted(groups.items())]
   refused = [f"{n}: {DTYPE_RULES[n][2]}" for n in groups.get("refused", [])]
   rows += [("refused because", "; ".join(refused))] if refused else []

@@ -1,4 +1,8 @@
-"""GLSL -> SPIR-V with glslang, every module checked by spirv-val. Runs in tinygrad's compile workers: never opens Vulkan."""
+"""Kernel source -> SPIR-V, one compiler per renderer. Runs in tinygrad's compile workers: never opens Vulkan.
+
+GLSLCompiler: glslang, then spirv-val on every module. SPIRVCompiler: assembles the SPIR-V renderer's text in-process (no
+compiler binary); spirv-val only under VULKAN_VALIDATE_SPIRV=1 (the tests and CI turn it on).
+"""
 from __future__ import annotations
 import functools, hashlib, os, pathlib, re, shutil, struct, subprocess, tempfile
 from tinygrad.device import Compiler, CompileError
@@ -69,7 +73,23 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   words = words[:last_cap] + [(2 << 16) | OP_CAPABILITY, CAP_NAN_PRESERVE] + words[last_cap:entry_end] + modes + words[entry_end:]
   return struct.pack(f"<{len(words)}I", *words)
 
-class GLSLCompiler(Compiler):
+def validate(spv:bytes, src:str):
+  v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", TARGET_ENV, "-"], input=spv, capture_output=True)
+  if v.returncode != 0: raise CompileError(f"spirv-val rejected the SPIR-V of this kernel:\n{v.stderr.decode().strip()}\n{numbered(src)}")
+
+class VulkanCompiler(Compiler):
+  def compile_cached(self, src:str) -> bytes:
+    # tinygrad's Compiler.compile_cached, with entries checked before use (cached_spirv)
+    if self.cachekey is None or (lib := cached_spirv(self.cachekey, src)) is None:
+      assert not getenv("ASSERT_COMPILE"), f"tried to compile with ASSERT_COMPILE set\n{src}"
+      lib = self.compile(src)
+      if self.cachekey is not None: diskcache_put(self.cachekey, src, (hashlib.sha256(lib).digest(), lib))
+    if (dump := getenv("VULKAN_DUMP", "")): dump_kernel(dump, src, lib)
+    return lib
+
+  def disassemble(self, lib:bytes): print(disassemble(lib))
+
+class GLSLCompiler(VulkanCompiler):
   def __init__(self, nan_widths:tuple[int, ...]=()):
     self.nan_widths = nan_widths
     super().__init__(f"compile_glsl_{glslang_version()}_{TARGET_ENV}_nan{'.'.join(map(str, nan_widths))}_v{FORMAT_VERSION}")
@@ -84,32 +104,101 @@ class GLSLCompiler(Compiler):
         bad = {int(m.group(1)) for m in re.finditer(r"ERROR: [^:\n]*:(\d+):", msg)}
         raise CompileError(f"glslang failed to compile the GLSL kernel:\n{msg}\n{numbered(src, bad)}")
       spv = add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths)
-      pathlib.Path(out).write_bytes(spv)
-      v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", TARGET_ENV, out], capture_output=True, text=True)
-      if v.returncode != 0: raise CompileError(f"spirv-val rejected the SPIR-V of this kernel:\n{v.stderr.strip()}\n{numbered(src)}")
+    validate(spv, src)
     return spv
 
-  def compile_cached(self, src:str) -> bytes:
-    # tinygrad's Compiler.compile_cached, with entries checked before use (cached_spirv)
-    if self.cachekey is None or (lib := cached_spirv(self.cachekey, src)) is None:
-      assert not getenv("ASSERT_COMPILE"), f"tried to compile with ASSERT_COMPILE set\n{src}"
-      lib = self.compile(src)
-      if self.cachekey is not None: diskcache_put(self.cachekey, src, (hashlib.sha256(lib).digest(), lib))
-    if (dump := getenv("VULKAN_DUMP", "")): dump_kernel(dump, src, lib)
-    return lib
+# ---- the SPIR-V renderer's text (spirv-as syntax) -> SPIR-V words. Only what the renderer writes: one instruction a line,
+# `%name = OpX ...` or `OpX ...`, operands are %ids, integers, hex/decimal floats (typed by OpConstant's result type), "strings"
+# and the enumerant names below. ids are numbered in order of first appearance, as spirv-as does.
+OPCODES = {
+  "OpName": 5, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
+  "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
+  "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33, "OpTypeForwardPointer": 39,
+  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
+  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpPtrAccessChain": 67, "OpDecorate": 71, "OpMemberDecorate": 72,
+  "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81,
+  "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
+  "OpFConvert": 115, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
+  "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
+  "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
+  "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
+  "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
+  "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
+  "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
+  "OpBranchConditional": 250, "OpReturn": 253}
+CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "StorageBuffer16BitAccess": 4433,
+                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347}
+ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
+         "None": 0, "Aligned": 2, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
+         "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
+         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27,
+         "Trunc": 3, "Exp2": 29, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
+NO_RESULT_TYPE = ("OpLabel", "OpExtInstImport", "OpString")   # and every OpType*
+HEXFLOAT = re.compile(r"(-?)0x1(?:\.([0-9a-f]+))?p([+-]?\d+)$")
+FLOAT_BITS = {16: (10, 15, "<e"), 32: (23, 127, "<f"), 64: (52, 1023, "<d")}   # mantissa bits, exponent bias, struct format
 
-  def disassemble(self, lib:bytes): print(disassemble(lib))
+def _literal(tok:str, ty:tuple[str, int]) -> list[int]:
+  """A number of a numeric type as words. Hex floats are how the renderer spells inf and NaN (as spirv-dis does); a signed
+  integer narrower than 32 bits is sign-extended, as SPIR-V asks."""
+  kind, width = ty
+  if kind != "f": bits = int(tok, 0) & ((1 << 64) - 1 if width == 64 else 0xffffffff)
+  elif (m := HEXFLOAT.match(tok)):
+    mbits, bias, _ = FLOAT_BITS[width]
+    frac = m.group(2) or ""
+    bits = int(m.group(1) == "-") << (width - 1) | (int(m.group(3)) + bias) << mbits | int(frac or "0", 16) << (mbits - 4 * len(frac))
+  else: bits = int.from_bytes(struct.pack(FLOAT_BITS[width][2], float(tok)), "little")
+  return [bits & 0xffffffff, bits >> 32] if width == 64 else [bits]
+
+def assemble(text:str) -> bytes:
+  ids: dict[str, int] = {}
+  numeric: dict[int, tuple[str, int]] = {}   # id of each OpTypeInt/OpTypeFloat -> (f|s|u, width)
+  words: list[int] = []
+  for line in text.splitlines():
+    if not (toks := line.split()) or toks[0][0] == ";": continue
+    res, toks = (toks[0], toks[2:]) if toks[0][0] == "%" else (None, toks)
+    name, ops = toks[0], []
+    rid = ids.setdefault(res, len(ids) + 1) if res is not None else 0
+    if name not in OPCODES: raise CompileError(f"SPIR-V assembler: unknown instruction {name!r} in: {line.strip()}")
+    for i, t in enumerate(toks[1:]):
+      if t[0] == "%": ops.append(ids.setdefault(t, len(ids) + 1))
+      elif t[0] == '"':
+        b = t[1:-1].encode() + b"\0" * (4 - len(t[1:-1]) % 4)
+        ops.extend(struct.unpack(f"<{len(b)//4}I", b))
+      elif t[0].isdigit() or t[0] == "-":
+        ops.extend(_literal(t, numeric[ops[0]]) if name in ("OpConstant", "OpSpecConstant") and i == 1 else [int(t, 0) & 0xffffffff])
+      elif (e := (CAPABILITIES if name == "OpCapability" else ENUMS).get(t)) is not None: ops.append(e)
+      else: raise CompileError(f"SPIR-V assembler: unknown operand {t!r} in: {line.strip()}")
+    if res is not None:
+      if name.startswith("OpType") or name in NO_RESULT_TYPE:
+        ops.insert(0, rid)
+        if name in ("OpTypeInt", "OpTypeFloat"): numeric[rid] = ("f" if name == "OpTypeFloat" else "su"[ops[2] == 0], ops[1])
+      else: ops.insert(1, rid)
+    words += [(len(ops) + 1) << 16 | OPCODES[name], *ops]
+  return struct.pack(f"<{len(words) + 5}I", 0x07230203, 0x00010500, 0, len(ids) + 1, 0, *words)
+
+class SPIRVCompiler(VulkanCompiler):
+  def __init__(self):
+    self.validate = bool(getenv("VULKAN_VALIDATE_SPIRV", 0))
+    # the same bytes either way, but a module cached unvalidated must be checked when validation is asked for
+    super().__init__(f"compile_spirv_{TARGET_ENV}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
+
+  def compile(self, src:str) -> bytes:
+    spv = assemble(src)
+    if self.validate: validate(spv, src)
+    return spv
 
 def disassemble(lib:bytes) -> str:
-  r = subprocess.run([_tool("spirv-dis", "spirv-tools"), "-"], input=lib, capture_output=True)
+  if shutil.which("spirv-dis") is None: return "(spirv-dis is not installed: install spirv-tools for a disassembly)"
+  r = subprocess.run(["spirv-dis", "-"], input=lib, capture_output=True)
   return r.stdout.decode() if r.returncode == 0 else f"spirv-dis failed: {r.stderr.decode()}"
 
 def dump_kernel(folder:str, src:str, lib:bytes) -> pathlib.Path:
-  """VULKAN_DUMP=<folder>: <kernel>_<hash>.comp (GLSL), .spv (SPIR-V binary), .spvasm (disassembly)."""
-  name = m.group(1) if (m := re.search(r"^// kernel: (\S+)", src, re.M)) else "kernel"
+  """VULKAN_DUMP=<folder>: <kernel>_<hash>.spv (SPIR-V binary) and .spvasm (readable SPIR-V: the SPIR-V renderer's own text, which
+  spirv-as turns into the same .spv; for the GLSL renderer spirv-dis's disassembly), plus .comp (the GLSL) for the GLSL renderer."""
+  name = m.group(1) if (m := re.search(r"^(?://|;.*) kernel: (\S+)", src, re.M)) else "kernel"
   base = pathlib.Path(folder) / f"{name}_{hashlib.sha256(src.encode()).hexdigest()[:8]}"
   base.parent.mkdir(parents=True, exist_ok=True)
-  base.with_suffix(".comp").write_text(src)
+  if (glsl := src.startswith("#version")): base.with_suffix(".comp").write_text(src)
   base.with_suffix(".spv").write_bytes(lib)
-  base.with_suffix(".spvasm").write_text(disassemble(lib))
+  base.with_suffix(".spvasm").write_text(disassemble(lib) if glsl else src)
   return base

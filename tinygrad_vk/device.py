@@ -11,7 +11,10 @@ from tinygrad_vk.memory import VulkanAllocator, BUDGET_EXT
 from tinygrad_vk.program import VulkanProgram
 from tinygrad_vk.graph import VulkanGraph
 from tinygrad_vk.renderer.glsl import GLSLRenderer
+from tinygrad_vk.renderer.spirv import SPIRVRenderer
 
+# tinygrad instantiates the first renderer DEV does not rule out: DEV=VULKAN:SPIRV / DEV=VULKAN:GLSL pick one by name
+RENDERERS = [GLSLRenderer, SPIRVRenderer]
 CALIBRATED_EXT = "VK_EXT_calibrated_timestamps"
 # the `vulkan` package maps the EXT names to None and computes VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_KHR wrongly (1000543000)
 STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT = 1000184000
@@ -26,7 +29,7 @@ class VulkanDevice(Compiled):
   def __init__(self, device:str):
     self.closed, inst, idx = False, instance(), device_index(device)
     if inst.pid != os.getpid():
-      raise RuntimeError(f"VULKAN: Vulkan was initialised before os.fork(): a forked child cannot use it (a Vulkan driver does not survive "
+      raise RuntimeError("VULKAN: Vulkan was initialised before os.fork(): a forked child cannot use it (a Vulkan driver does not survive "
                          "fork). Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
     max_cmds, timeout_s = env_number("VULKAN_BATCH", 64, 1), env_number("VULKAN_TIMEOUT_S", 300.0, 0.001)
     graph = VulkanGraph if env_number("VULKAN_GRAPH", 1) else None
@@ -47,7 +50,7 @@ class VulkanDevice(Compiled):
     if "tinygrad.schedule.rangeify" in sys.modules:
       register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs - 1))
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
-    super().__init__(device, VulkanAllocator(self), [GLSLRenderer], VulkanProgram, graph, arch=caps.encode())
+    super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
 
   @staticmethod
   def _create_device(phys, caps, exts:list[str]):
