@@ -48,8 +48,8 @@ MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier"
          "vec4_var": (("_v4[",), ("_v4",))}                                              # a vec4 declaration of a binding
 def shows(src:str, what:str) -> bool: return all(m in src for m in MARKS[what][is_spirv(src)])
 
-def kernel_glsl(stores:list[UOp]) -> str:
-  """The GLSL that run_kernel runs for these stores."""
+def kernel_source(stores:list[UOp]) -> str:
+  """The source (GLSL, or the SPIR-V renderer's assembly) that run_kernel runs for these stores, from the renderer DEV picks."""
   return to_program(UOp.sink(*stores, arg=KernelInfo()), Device["VULKAN"].renderer).src[2].arg
 
 def run_kernel(stores:list[UOp], bufs:list) -> None:
