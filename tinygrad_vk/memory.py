@@ -27,6 +27,7 @@ COHERENT, CACHED = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERT
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
 BUDGET_EXT = "VK_EXT_memory_budget"
 CHUNK = 8 << 20   # staged copies above this are split and pipelined
+STAGING_STEP = 64 << 10
 # suballocations start at multiples of this, the largest minStorageBufferOffsetAlignment Vulkan allows: any buffer binds at its start
 SUB_ALIGN = 256
 # blocks of a memory type grow from the first size, doubling, up to the last (at most 1/8 of the heap, as VMA does)
@@ -258,12 +259,13 @@ class VulkanAllocator(LRUAllocator):
 
   def get_staging(self, size:int) -> VulkanBuffer:
     self.dev.queue.check_usable()   # the first thing a staged copy does: a lost device raises before any Vulkan call
-    i = bisect.bisect_left(self.staging, (size, -1))
+    # staging buffers are made in multiples of STAGING_STEP: one up to 4x what a copy needs is reused, a bigger one kept for bigger copies
+    i, size = bisect.bisect_left(self.staging, (size, -1)), round_up(size, STAGING_STEP)
     if i < len(self.staging) and self.staging[i][0] <= 4 * size:
       sz, _, st = self.staging.pop(i)
       self.staging_bytes -= sz
       return st
-    return self.create(round_up(size, 1 << 16), self.picker.host, mapped=True)
+    return self.create(size, self.picker.host, mapped=True)
 
   def put_staging(self, st:VulkanBuffer):
     if self.staging_bytes + st.size > self.staging_cap: return self.destroy(st)
