@@ -190,8 +190,8 @@ class Kernel:
   smem_used: int                      # bytes of shared memory the kernel uses itself (it then keeps its local dims)
 
   @staticmethod
-  def of(sink:UOp) -> Kernel:
-    loops, topo = find_loops(sink), sink.toposort()
+  def of(sink:UOp, loops:list[Loop]|None=None) -> Kernel:
+    loops, topo = find_loops(sink) if loops is None else loops, sink.toposort()
     spec = {u.arg: int(u.src[0].vmax) for u in topo if u.op is Ops.SPECIAL}
     checked = {l.rng: spreadable(l, topo) for l in loops}
     cands = {r: a for r, a in checked.items() if not isinstance(a, str)}
@@ -248,8 +248,8 @@ def plan(k:Kernel, lim:Limits) -> Shape|None:
 
 def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
   """The kernel reshaped so it stays under the budget; None when it already fits."""
-  k = Kernel.of(sink)
-  if not lim.budget or (need := passes(k.loops, Shape())) <= lim.budget: return None
+  if not lim.budget or (need := passes(loops := find_loops(sink), Shape())) <= lim.budget: return None
+  k = Kernel.of(sink, loops)
   name = sink.arg.name if sink.arg is not None else "kernel"
   if (s := plan(k, lim) if enabled else None) is None:
     topo = sink.toposort()
