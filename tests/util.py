@@ -30,10 +30,14 @@ def missing(*dts) -> str:
 
 def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
+def kernel_programs(t:Tensor, device="VULKAN") -> list[UOp]:
+  """The PROGRAM of every kernel that realizing t would run, from the renderer DEV picks: `.arg` is its ProgramInfo (launch
+  dims), `.src[2].arg` its source. Consumes t: scheduling it leaves running the schedule to the caller."""
+  return [to_program(c.src[0], Device[device].renderer) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
-  """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run, from the renderer DEV picks.
-  Consumes t: scheduling it leaves running the schedule to the caller."""
-  return [to_program(c.src[0], Device[device].renderer).src[2].arg for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+  """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run (see kernel_programs)."""
+  return [p.src[2].arg for p in kernel_programs(t, device)]
 
 def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.CompletedProcess:
   """Run code in a fresh interpreter (device switches are read once per process), on this run's DEV (and so its renderer)."""
