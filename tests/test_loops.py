@@ -189,6 +189,7 @@ def test_beam_search_spreads_candidates():
 import numpy as np
 from tinygrad import Tensor
 x = np.random.default_rng(0).uniform(-3, 3, (4, 70001)).astype(np.float32)
-np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+# float32 sums of 70001 terms cancelling to ~20: the order BEAM picks moves the result by a few 1e-3; a lost element moves it ~1
+np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=0.02)
 print("ok")""", {"BEAM": "1", "IGNORE_BEAM_CACHE": "1", "LP_NUM_THREADS": "0"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
