@@ -54,7 +54,15 @@ def test_wait_without_timestamps_returns_wall_time():
 def test_first_timed_launch_excludes_lazy_pipeline_compile():
   # lavapipe compiles a pipeline at its first dispatch; an empty dispatch recorded when the Program is built takes that cost out
   # of the first timed launch, which BEAM uses to rank candidates. Before: the first GPU time included ~20 ms of LLVM compile.
-  r = run_python("""
+  # a leaked compile adds ~20 ms to every fresh process, a loaded host may stretch one run: the fastest of up to 3 runs counts
+  for _ in range(3):
+    r = run_python(FIRST_LAUNCH, {"MESA_SHADER_CACHE_DISABLE": "true"})
+    assert r.returncode == 0, r.stderr
+    if "llvmpipe" not in r.stdout: pytest.skip("only llvmpipe compiles pipelines lazily here")
+    if (first_ms := float(r.stdout.split("first_ms")[1].split()[0])) < 5: break
+  assert first_ms < 5, f"first launch took {first_ms} ms of GPU time: the pipeline compile leaked into it"
+
+FIRST_LAUNCH = """
 import random
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.uop.ops import Ops
@@ -66,8 +74,4 @@ prg = to_program(next(c for c in t.schedule_linear().src if c.src[0].op is Ops.S
 bufs = [Buffer("VULKAN", 4097, dtypes.float).allocate()._buf for _ in range(3)]
 gs, ls = prg.arg.launch_dims({})
 r = dev.runtime(prg.to_elf())
-print("first_ms", r(*bufs, global_size=gs, local_size=ls, wait=True) * 1e3, "driver", dev.phys.driver)""", {"MESA_SHADER_CACHE_DISABLE": "true"})
-  assert r.returncode == 0, r.stderr
-  first_ms = float(r.stdout.split("first_ms")[1].split()[0])
-  if "llvmpipe" not in r.stdout: pytest.skip("only llvmpipe compiles pipelines lazily here")
-  assert first_ms < 5, f"first launch took {first_ms} ms of GPU time: the pipeline compile leaked into it"
+print("first_ms", r(*bufs, global_size=gs, local_size=ls, wait=True) * 1e3, "driver", dev.phys.driver)"""
