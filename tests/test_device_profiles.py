@@ -45,6 +45,19 @@ np.testing.assert_allclose(t.numpy(), np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
 print("ok")""", {"VULKAN_PROFILE": "min"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
+def test_buffer_limit_before_the_device_opens():
+  # tinygrad schedules a tensor's kernels before it opens the device they run on: the limit must be the device's from the
+  # first schedule of a process (before: the default 31 until then, and a softmax @ x.T bound 5 buffers on a 4-buffer device)
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device
+assert "VULKAN" not in Device._opened_devices
+x = np.random.default_rng(0).uniform(-2, 2, (33, 70)).astype(np.float32)
+e = np.exp(x - x.max(1, keepdims=True))
+np.testing.assert_allclose((Tensor(x).softmax(1) @ Tensor(x.T)).numpy(), (e / e.sum(1, keepdims=True)) @ x.T, rtol=1e-4, atol=1e-5)
+print("ok")""", {"VULKAN_PROFILE": "min"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
 def test_min_profile_binds_views_at_its_alignment():
   # a view is bound at the offset rounded down to minStorageBufferOffsetAlignment (256 B under the profile), the rest in _o
   r = run_python("""

@@ -14,6 +14,16 @@ def register_max_bufs(rangeify_module, n:int) -> None:
   # tinygrad looks the limit up by the raw device string for single-device kernels, so "VULKAN:1" needs its own entry
   for i in range(16): rangeify_module.DEVICE_MAX_BUFS[f"VULKAN:{i}" if i else "VULKAN"] = n
 
+class _DeviceMaxBufs(dict):
+  """tinygrad's per-device kernel buffer limits. VULKAN's comes from the device (maxPerStageDescriptorStorageBuffers), which
+  registers it when it opens (device.py); tinygrad schedules a tensor's kernels before it opens the device they run on, so
+  asking for a VULKAN limit opens the device first."""
+  def get(self, device, default=None):
+    if isinstance(device, str) and device.split(":")[0] == "VULKAN":
+      from tinygrad import Device
+      Device[device]
+    return super().get(device, default)
+
 class _OpsVulkanLoader(importlib.abc.Loader):
   def create_module(self, spec): return None
   def exec_module(self, module):
@@ -26,6 +36,7 @@ class _RegisterLimits(importlib.abc.Loader):
   def create_module(self, spec): return self.real.create_module(spec)
   def exec_module(self, module):
     self.real.exec_module(module)
+    module.DEVICE_MAX_BUFS = _DeviceMaxBufs(module.DEVICE_MAX_BUFS)
     register_max_bufs(module, DEFAULT_MAX_BUFS)
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -39,7 +50,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
   if not any(type(f).__name__ == "_Finder" and type(f).__module__ == __name__ for f in sys.meta_path): sys.meta_path.insert(0, _Finder())
-  if (rng := sys.modules.get("tinygrad.schedule.rangeify")) is not None and "VULKAN" not in rng.DEVICE_MAX_BUFS:
+  if (rng := sys.modules.get("tinygrad.schedule.rangeify")) is not None and not isinstance(rng.DEVICE_MAX_BUFS, _DeviceMaxBufs):
+    rng.DEVICE_MAX_BUFS = _DeviceMaxBufs(rng.DEVICE_MAX_BUFS)
     register_max_bufs(rng, DEFAULT_MAX_BUFS)
 
 install()
