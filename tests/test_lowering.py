@@ -4,7 +4,7 @@ import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources, kernel_glsl, BindSpy, bind_align, needs, shows
+from util import run_kernel, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
@@ -123,7 +123,7 @@ def test_vector_alias_and_misaligned_views(monkeypatch):
   pa, pb, po = UOp.param(0, dtypes.float32, (n,)), UOp.param(1, dtypes.float32, (n,)), UOp.param(2, dtypes.float32, (n,))
   r = UOp.range(n, 0, AxisType.GLOBAL)   # a GLOBAL axis: tinygrad's optimizer upcasts it into float4 accesses
   stores = [po.index(r).store(pa.index(r) + pb.index(r) * 2).end(r)]
-  assert "_v4[" in kernel_glsl(stores), "aligned float4 access should use a vec4 alias"
+  assert shows(kernel_source(stores), "vec4_var"), "aligned float4 access should use a vec4 alias"
   for start in range(5):
     a, b = whole.view(n, dtypes.float32, A + 4 * start), whole.view(n, dtypes.float32, A + 4 * (start + 3))
     out = Buffer("VULKAN", n, dtypes.float32).allocate()

@@ -1,5 +1,5 @@
 """Shared test helpers."""
-import os, subprocess, sys
+import os, re, subprocess, sys
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
@@ -45,11 +45,20 @@ def is_spirv(src:str) -> bool: return src.startswith("; tinygrad_vk SPIR-V")
 # what a kernel's source shows of a lowering path, in GLSL and in the SPIR-V renderer's assembly
 MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier")),     # shared memory and barriers
          "vec4": (("vec4(",), ("OpCompositeConstruct %v4",)),                            # 4-lane vector values
-         "vec4_var": (("_v4[",), ("_v4",))}                                              # a vec4 declaration of a binding
+         "vec4_var": (("_v4[",), ("_v4",)),                                              # a vec4 declaration of a binding
+         "address": (("buffer_reference",), ("PhysicalStorageBuffer",)),                 # a buffer passed by device address
+         "address64": (("_at(", "uint64_t(_p"), ("OpConvertUToPtr",)),                   # its element address computed in 64 bits
+         "atomic": (("atomicAnd(",), ("OpAtomicAnd",))}                                  # a read-modify-write store of a packed field
 def shows(src:str, what:str) -> bool: return all(m in src for m in MARKS[what][is_spirv(src)])
 
-def kernel_glsl(stores:list[UOp]) -> str:
-  """The GLSL that run_kernel runs for these stores."""
+def local_size(src:str) -> tuple[int, int, int]:
+  """The workgroup size a kernel's source declares."""
+  m = re.search(r"LocalSize (\d+) (\d+) (\d+)" if is_spirv(src) else r"local_size_x=(\d+), local_size_y=(\d+), local_size_z=(\d+)", src)
+  assert m is not None, src
+  return (int(m[1]), int(m[2]), int(m[3]))
+
+def kernel_source(stores:list[UOp]) -> str:
+  """The source that run_kernel runs for these stores, from the renderer DEV picks."""
   return to_program(UOp.sink(*stores, arg=KernelInfo()), Device["VULKAN"].renderer).src[2].arg
 
 def run_kernel(stores:list[UOp], bufs:list) -> None:
