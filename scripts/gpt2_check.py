@@ -12,6 +12,7 @@ import argparse, sys, time
 import numpy as np
 from tinygrad import Tensor, Variable
 from tinygrad.helpers import Context
+import tinygrad.engine.realize as realize
 from tinygrad.nn import Embedding, Linear, LayerNorm
 from tinygrad.nn.state import get_state_dict
 
@@ -99,6 +100,9 @@ def main(argv=None) -> int:
   err = float(np.abs(logits - ref_logits).max())
   print(f"GPT-2 {args.layers} layers, dim {args.dim}, {args.heads} heads, vocab {args.vocab}: prompt {prompt}")
   print(f"  CPU    {ref_toks} ({ref_t:.1f} s)\n  {args.device:6s} {toks} ({t:.1f} s)\n  max |logit difference| {err:.2e}")
+  if args.device.startswith("VULKAN"):   # the path the big buffers took (renderer/abi.py)
+    progs = [p for (_, d), p in realize.runtime_cache.items() if d.startswith("VULKAN")]
+    print(f"  {sum(any(a is not None for a in p.abi.address) for p in progs)} of {len(progs)} kernels pass a buffer by device address")
   ok = toks == ref_toks and np.allclose(logits, ref_logits, rtol=1e-3, atol=1e-3)
   print("match" if ok else "MISMATCH")
   return 0 if ok else 1

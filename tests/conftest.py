@@ -3,7 +3,12 @@ spirv-val; with VULKAN_VALIDATION=1 any validation message fails the test."""
 import os
 os.environ.setdefault("DEV", "VULKAN")
 os.environ.setdefault("VULKAN_VALIDATE_SPIRV", "1")   # spirv-val checks every module the SPIR-V renderer makes
+import signal
 import pytest
+
+# a shell starts a background job with SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the interrupt tests
+# need it, set before the first device is opened (the queue's interrupt handling wraps the handler it finds then)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN: signal.signal(signal.SIGINT, signal.default_int_handler)
 
 @pytest.fixture(autouse=True)
 def _validation_silent():

@@ -5,7 +5,7 @@ from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import Buffer
 from tinygrad.dtype import _to_np_dtype
 from tinygrad.uop.ops import UOp, AxisType
-from util import data, run_python, run_kernel, BindSpy, bind_align
+from util import data, run_python, run_kernel, BindSpy, bind_align, missing
 
 def test_staging_path_forced():
   # lavapipe memory is host-visible, so only the switch exercises the discrete-GPU path: device buffers unmapped, staged copies
@@ -33,7 +33,7 @@ print("ok")""", {"VULKAN_FORCE_STAGING": "1"})
 def test_views_at_odd_offsets(monkeypatch, dt, start):
   # Buffer.views `start` elements past minStorageBufferOffsetAlignment: bound at the aligned-down (non-zero) offset, the rest in a
   # push constant, through a pipeline variant. (Tensor slices would not do: tinygrad folds them into index arithmetic.)
-  if dt not in Device["VULKAN"].renderer.supported_dtypes(): pytest.skip(f"{dt} is not a native dtype of this device")
+  if (m := missing(dt)): pytest.skip(m)
   spy, n, npdt = BindSpy(monkeypatch), 101, _to_np_dtype(dt)
   first = bind_align() // dt.itemsize + start
   a = data(first + n + 8, npdt, lo=-40, hi=40).round().astype(npdt)   # small integers: exact in every dtype

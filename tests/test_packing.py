@@ -14,8 +14,9 @@ sys.path.insert(0, "tests")
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.dtype import _from_np_dtype as T
 from tinygrad.device import Buffer
+from tinygrad.helpers import prod
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources, shows, local_size
+from util import run_kernel, kernel_sources, kernel_programs, shows
 caps = Device["VULKAN"].caps
 assert not {"s8", "i8", "s16", "i16"} & caps.flags, caps
 rng = np.random.default_rng(5)
@@ -102,9 +103,9 @@ def test_concurrent_stores_to_one_word(env):
 n = (37, 96)   # rows of 96: workgroups along them
 a, b = ints(np.uint8, 37 * 96).reshape(n), ints(np.uint8, 37 * 96)[::-1].reshape(n).copy()
 out = Tensor(a) + Tensor(b) * 3
-srcs = kernel_sources(Tensor(a) + Tensor(b) * 3)
-assert any(shows(s, "atomic") for s in srcs), srcs
-assert any(local_size(s)[0] > 1 for s in srcs), "expected a workgroup of several invocations"
+ps = kernel_programs(Tensor(a) + Tensor(b) * 3)
+assert any(shows(p.src[2].arg, "atomic") for p in ps), [p.src[2].arg for p in ps]
+assert any(prod(p.arg.local_size) > 1 for p in ps), "expected a workgroup of several invocations"
 eq(out.numpy(), a + b * np.uint8(3), "bytes")
 h = ints(np.int16, 37 * 96).reshape(n)
 eq((Tensor(h) - 7).numpy(), h - np.int16(7), "halfwords")

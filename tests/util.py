@@ -1,5 +1,5 @@
 """Shared test helpers."""
-import os, re, subprocess, sys
+import os, subprocess, sys
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
@@ -30,10 +30,14 @@ def missing(*dts) -> str:
 
 def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
+def kernel_programs(t:Tensor, device="VULKAN") -> list[UOp]:
+  """The PROGRAM of every kernel that realizing t would run, from the renderer DEV picks: `.arg` is its ProgramInfo (launch
+  dims), `.src[2].arg` its source. Consumes t: scheduling it leaves running the schedule to the caller."""
+  return [to_program(c.src[0], Device[device].renderer) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+
 def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
-  """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run, from the renderer DEV picks.
-  Consumes t: scheduling it leaves running the schedule to the caller."""
-  return [to_program(c.src[0], Device[device].renderer).src[2].arg for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+  """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run (see kernel_programs)."""
+  return [p.src[2].arg for p in kernel_programs(t, device)]
 
 def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.CompletedProcess:
   """Run code in a fresh interpreter (device switches are read once per process), on this run's DEV (and so its renderer)."""
@@ -51,14 +55,8 @@ MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier"
          "atomic": (("atomicAnd(",), ("OpAtomicAnd",))}                                  # a read-modify-write store of a packed field
 def shows(src:str, what:str) -> bool: return all(m in src for m in MARKS[what][is_spirv(src)])
 
-def local_size(src:str) -> tuple[int, int, int]:
-  """The workgroup size a kernel's source declares."""
-  m = re.search(r"LocalSize (\d+) (\d+) (\d+)" if is_spirv(src) else r"local_size_x=(\d+), local_size_y=(\d+), local_size_z=(\d+)", src)
-  assert m is not None, src
-  return (int(m[1]), int(m[2]), int(m[3]))
-
 def kernel_source(stores:list[UOp]) -> str:
-  """The source that run_kernel runs for these stores, from the renderer DEV picks."""
+  """The source (GLSL, or the SPIR-V renderer's assembly) that run_kernel runs for these stores, from the renderer DEV picks."""
   return to_program(UOp.sink(*stores, arg=KernelInfo()), Device["VULKAN"].renderer).src[2].arg
 
 def run_kernel(stores:list[UOp], bufs:list) -> None:

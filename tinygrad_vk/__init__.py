@@ -2,27 +2,28 @@
 
 tinygrad finds DEV=FOO by importing `tinygrad.runtime.ops_foo`. The `tinygrad_vk.pth` start-up file calls `install()`, which puts
 a meta-path finder in front of the normal ones: it answers that module name with a shim re-exporting `VulkanDevice`, and
-registers VULKAN's per-kernel buffer limit when tinygrad's scheduler module loads. This module must stay import-light: it runs
-in every interpreter of the environment, so nothing here imports tinygrad or vulkan.
+makes tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device. This module must stay import-light: it runs
+in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
 """
 import sys, importlib, importlib.abc, importlib.machinery
 
-# kernels may bind this many buffers; the device lowers it on open if its limits are tighter (see device.py)
+# kernels may bind at most this many buffers, fewer where the device allows fewer
 DEFAULT_MAX_BUFS = 31
 
-def register_max_bufs(rangeify_module, n:int) -> None:
-  # tinygrad looks the limit up by the raw device string for single-device kernels, so "VULKAN:1" needs its own entry
-  for i in range(16): rangeify_module.DEVICE_MAX_BUFS[f"VULKAN:{i}" if i else "VULKAN"] = n
-
 class _DeviceMaxBufs(dict):
-  """tinygrad's per-device kernel buffer limits. VULKAN's comes from the device (maxPerStageDescriptorStorageBuffers), which
-  registers it when it opens (device.py); tinygrad schedules a tensor's kernels before it opens the device they run on, so
-  asking for a VULKAN limit opens the device first."""
-  def get(self, device, default=None):
-    if isinstance(device, str) and device.split(":")[0] == "VULKAN":
-      from tinygrad import Device
-      Device[device]
-    return super().get(device, default)
+  """tinygrad's DEVICE_MAX_BUFS (the buffers one kernel may bind, read by its scheduler), whose VULKAN entries come from the device:
+  one under maxPerStageDescriptorStorageBuffers (tinygrad's splitting is best effort: two-output kernels, ops it cannot split at).
+  The scheduler reads it before anything else opens the device, so the first look-up of a VULKAN device string opens it.
+  tinygrad looks it up by the raw device string ("VULKAN:1") for single-device kernels, by "VULKAN" for multi-device ones."""
+  def get(self, key, default=None):
+    if isinstance(key, str) and key.split(":")[0] == "VULKAN" and key not in self:
+      from tinygrad.device import Device
+      self[key] = min(DEFAULT_MAX_BUFS, Device[key].caps.bufs - 1)
+    return super().get(key, default)
+
+def _device_limits(rangeify_module) -> None:
+  if not isinstance(rangeify_module.DEVICE_MAX_BUFS, _DeviceMaxBufs):
+    rangeify_module.DEVICE_MAX_BUFS = _DeviceMaxBufs(rangeify_module.DEVICE_MAX_BUFS)
 
 class _OpsVulkanLoader(importlib.abc.Loader):
   def create_module(self, spec): return None
@@ -36,8 +37,7 @@ class _RegisterLimits(importlib.abc.Loader):
   def create_module(self, spec): return self.real.create_module(spec)
   def exec_module(self, module):
     self.real.exec_module(module)
-    module.DEVICE_MAX_BUFS = _DeviceMaxBufs(module.DEVICE_MAX_BUFS)
-    register_max_bufs(module, DEFAULT_MAX_BUFS)
+    _device_limits(module)
 
 class _Finder(importlib.abc.MetaPathFinder):
   def find_spec(self, fullname, path=None, target=None):
@@ -50,8 +50,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
   if not any(type(f).__name__ == "_Finder" and type(f).__module__ == __name__ for f in sys.meta_path): sys.meta_path.insert(0, _Finder())
-  if (rng := sys.modules.get("tinygrad.schedule.rangeify")) is not None and not isinstance(rng.DEVICE_MAX_BUFS, _DeviceMaxBufs):
-    rng.DEVICE_MAX_BUFS = _DeviceMaxBufs(rng.DEVICE_MAX_BUFS)
-    register_max_bufs(rng, DEFAULT_MAX_BUFS)
+  if (rng := sys.modules.get("tinygrad.schedule.rangeify")) is not None: _device_limits(rng)
 
 install()

@@ -1,9 +1,8 @@
 """VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
 from __future__ import annotations
-import decimal, functools, os, re, sys, time
+import decimal, functools, os, re, time
 from tinygrad.device import Compiled, ProfileDeviceEvent
 from tinygrad.helpers import PROFILE
-from tinygrad_vk import register_max_bufs, DEFAULT_MAX_BUFS
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 from tinygrad_vk.instance import instance, validation_messages
 from tinygrad_vk.queue import CommandQueue, read_timestamps
@@ -45,10 +44,6 @@ class VulkanDevice(Compiled):
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
     self._layouts: dict[tuple[int, int], tuple] = {}
-    # the buffers a kernel may bind: one under the descriptor limit (tinygrad's splitting is best effort: two-output kernels, ops it
-    # cannot split at), at most the default
-    if "tinygrad.schedule.rangeify" in sys.modules:
-      register_max_bufs(sys.modules["tinygrad.schedule.rangeify"], min(DEFAULT_MAX_BUFS, caps.bufs - 1))
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
 

@@ -5,7 +5,8 @@ by tinygrad's TLSF allocator, so maxMemoryAllocationCount never binds; a buffer 
 allocation of its own. A tinygrad buffer is (block's VkBuffer, byte offset, size): hazards and `last_use` are tracked per buffer
 (`root`), never per block. New memory stays within maxMemoryAllocationSize, maxMemoryAllocationCount and the heap budget
 (VK_EXT_memory_budget where the driver has it, 80% of the heap otherwise, as VMA assumes): past them allocation raises
-MemoryError, on which tinygrad's LRU cache frees what it holds and retries.
+MemoryError, on which tinygrad's LRU cache frees what it holds and retries. That cache is also emptied once it holds a quarter of
+the heap (VULKAN_LRU_CACHE_MB), so freed buffers of sizes that never recur do not hold memory up to the budget.
 
 A buffer lives in host-visible device memory when the device has such a type (lavapipe, integrated GPUs, resizable BAR) and is
 copied with memcpy; otherwise in device-local memory, reached through host-visible staging buffers and queue-ordered copies.
@@ -27,6 +28,7 @@ COHERENT, CACHED = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERT
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
 BUDGET_EXT = "VK_EXT_memory_budget"
 CHUNK = 8 << 20   # staged copies above this are split and pipelined
+STAGING_STEP = 64 << 10
 # suballocations start at multiples of this, the largest minStorageBufferOffsetAlignment Vulkan allows: any buffer binds at its start
 SUB_ALIGN = 256
 # blocks of a memory type grow from the first size, doubling, up to the last (at most 1/8 of the heap, as VMA does)
@@ -76,6 +78,10 @@ class VulkanAllocator(LRUAllocator):
     self.pools: dict[tuple[int, bool], list[Block]] = {}   # (memory type, mapped) -> its blocks
     self.count, self.heap_used = 0, [0] * len(phys.heaps)  # live VkDeviceMemory objects, bytes of each heap they hold
     self.budget_ext = BUDGET_EXT in dev.extensions
+    # tinygrad's LRU cache keeps freed buffers for reuse by exact size until an allocation fails: with sizes that do not recur it
+    # would hold the whole heap budget (on UMA and lavapipe: host RAM) for nothing. Past this many bytes it is emptied.
+    heap = phys.memory_types[(self.picker.mapped + self.picker.local)[0]].heap_size
+    self.lru_bytes, self.lru_cap = 0, env_number("VULKAN_LRU_CACHE_MB", (heap // 4) >> 20) << 20
     super().__init__(dev)
 
   # ---- VkDeviceMemory: blocks and dedicated allocations
@@ -187,7 +193,17 @@ class VulkanAllocator(LRUAllocator):
 
   def alloc(self, size:int, options:BufferSpec|None=None):
     self.dev.queue.check_usable()   # a lost device raises its own error, not tinygrad's "Allocation failed"
+    if self.cache.get((size, options)): self.lru_bytes -= size   # taken from the cache
     return super().alloc(size, options)
+
+  def free(self, opaque, size:int, options:BufferSpec|None=None):
+    n = len(self.cache.get((size, options), ()))
+    super().free(opaque, size, options)
+    if len(self.cache.get((size, options), ())) == n: return   # not cached (nolru, LRU=0): freed already
+    self.lru_bytes += size
+    if self.lru_bytes > self.lru_cap:
+      LRUAllocator.free_cache(self)
+      self.lru_bytes = 0
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
@@ -258,12 +274,13 @@ class VulkanAllocator(LRUAllocator):
 
   def get_staging(self, size:int) -> VulkanBuffer:
     self.dev.queue.check_usable()   # the first thing a staged copy does: a lost device raises before any Vulkan call
-    i = bisect.bisect_left(self.staging, (size, -1))
+    # staging buffers are made in multiples of STAGING_STEP: one up to 4x what a copy needs is reused, a bigger one kept for bigger copies
+    i, size = bisect.bisect_left(self.staging, (size, -1)), round_up(size, STAGING_STEP)
     if i < len(self.staging) and self.staging[i][0] <= 4 * size:
       sz, _, st = self.staging.pop(i)
       self.staging_bytes -= sz
       return st
-    return self.create(round_up(size, 1 << 16), self.picker.host, mapped=True)
+    return self.create(size, self.picker.host, mapped=True)
 
   def put_staging(self, st:VulkanBuffer):
     if self.staging_bytes + st.size > self.staging_cap: return self.destroy(st)
@@ -272,6 +289,7 @@ class VulkanAllocator(LRUAllocator):
 
   def free_cache(self):
     super().free_cache()
+    self.lru_bytes = 0
     for _, _, st in self.staging: self.destroy(st)
     self.staging.clear()
     self.staging_bytes = 0

@@ -6,28 +6,40 @@ and once it is 0 every loop exits after its current pass, so a longer reduction 
 (tests/test_loops.py): a loop of n iterations costs n+1 passes (the pass that leaves it counts), the loops of an invocation add
 up, a vector pays for its slowest lane, and the counter belongs to the vector, not the workgroup: more lanes means more budget.
 
-Two entry points, used by both renderers (the renderer is the ctx: `caps`, `local_max`, `shared_max`):
-  * `pm_loop_budget`, for the renderer's `extra_matcher`: a kernel that may run over `caps.maxloop` passes gets its long
-    reduction loops spread over L more invocations of the workgroup (local x becomes x*L). Lane j of the L runs iterations j,
-    j+L, j+2L, ... into its own accumulators, the partials meet in shared memory, every lane combines them (same values on every
-    lane from there on) and only lane 0 stores. It is tinygrad's GROUP reduction, applied to the final UOps because tinygrad's
-    optimizer has no hook for a loop budget, and it needs no divisibility: a lane's trip count is ceil((N - j) / L).
+Entry points, the same for every renderer. The renderer is the ctx and needs only `caps` (tinygrad_vk.caps.Caps: maxloop, wgsize,
+wginv, smem and the "spread" flag); nothing here depends on the output language:
+  * `pm_loop_budget`, for the renderer's `extra_matcher` (tinygrad's final rewrite, on the kernel's last UOp graph): a kernel
+    that may run over `caps.maxloop` passes is reshaped so that it fits, with three tools, cheapest first:
+      - spread: its long reduction loops run over L more invocations of the workgroup (local x becomes x*L). Lane j of the L runs
+        iterations j, j+L, j+2L, ... into its own accumulators, the partials meet in shared memory, every lane combines them
+        (same values on every lane from there on) and only lane 0 stores. It is tinygrad's GROUP reduction, applied to the final
+        UOps because tinygrad's optimizer has no hook for a loop budget, and it needs no divisibility: a lane's trip count is
+        ceil((N - j) / L).
+      - trade: when the kernel's own local dims leave too few invocations for the lanes (maxComputeWorkGroupInvocations) and it
+        uses no shared memory (so its invocations are independent), part of its local dims move into more workgroups.
+      - unroll: an innermost reduction loop runs k iterations per pass (straight-line copies of its body chained through the
+        accumulators; iterations past the end add the reduction's identity), when the lanes alone cannot hold the work.
+    The fewest changes that fit win: spreading alone on the kernel as tinygrad shaped it, then trading local dims, then unrolling.
   * `check_loop_budget`, for `render`: counts the passes of the linearized kernel exactly and refuses (CompileError) one still
     over the budget, so no kernel ever runs cut short.
-What cannot be spread is refused with the reason: a long loop that is not a reduction into registers (it stores to memory,
-touches shared memory or has a barrier), or a reduction needing more than maxComputeWorkGroupInvocations x budget passes.
-`VULKAN_DISABLE=spread` turns spreading off (over-budget kernels are then refused).
+  * `loop_passes`, the count check_loop_budget uses.
+What cannot be reshaped is refused with the reason: a long loop that is not a reduction into registers (it stores to memory,
+touches shared memory or has a barrier), or a reduction needing more passes than maxComputeWorkGroupInvocations lanes can share
+with its innermost loops unrolled MAX_UNROLL times. `VULKAN_DISABLE=spread` turns all reshaping off (over-budget kernels are then
+refused).
 """
 from __future__ import annotations
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_element
 from tinygrad.dtype import dtypes, AddrSpace, DType
 from tinygrad.device import CompileError
 from tinygrad.helpers import DEBUG, prod
+from tinygrad_vk.caps import Caps, MAX_GROUPS_X
 
 MIN_LANES = 8          # one llvmpipe SIMD vector: fewer lanes along x would leave vector lanes idle
 UNROLL_COMBINE = 64    # partials (accumulator elements x lanes) combined in straight-line code rather than a loop
+MAX_UNROLL = 16        # copies of a loop body per pass at most (the body is usually one load and one ALU op per accumulator)
 
 @dataclass(frozen=True)
 class Loop:
@@ -43,6 +55,7 @@ class Acc:
 
 def _trip(r:UOp) -> int: return int(r.src[0].vmax)
 def _counted(r:UOp) -> bool: return r.op is Ops.RANGE and r.dtype != dtypes.void   # void RANGEs are unbounded loops: not counted
+def _cdiv(a:int, b:int) -> int: return -(-a // b)
 
 def loop_passes(uops:list[UOp]) -> int:
   """The passes one invocation of the linearized kernel makes through loop ends, the leaving pass of each loop included."""
@@ -70,13 +83,24 @@ def find_loops(sink:UOp) -> list[Loop]:
     return frozenset(direct).union(*(outer(o) for o in direct))
   return [Loop(r, e, tuple(outer(r))) for r, e in ends.items()]
 
-def passes(loops:list[Loop], spread:set[UOp], lanes:int) -> int:
-  """Upper bound of loop_passes once the loops in `spread` are spread over `lanes` lanes (each may add a combine loop of `lanes`)."""
-  def t(r:UOp) -> int: return -(-_trip(r) // lanes) if r in spread else _trip(r)
+@dataclass(frozen=True)
+class Shape:
+  """How a kernel is reshaped; loops are named by their RANGE's arg, which survives the rewrites."""
+  trade: tuple[int, int, int] = (1, 1, 1)          # factor of each local dim moved into more workgroups
+  unroll: int = 1                                   # iterations per pass of the loops in `unrolled`
+  unrolled: frozenset = field(default_factory=frozenset)
+  lanes: int = 1                                    # invocations each loop in `spread` is spread over
+  spread: frozenset = field(default_factory=frozenset)
+
+def passes(loops:list[Loop], s:Shape) -> int:
+  """Upper bound of loop_passes once the kernel is reshaped as `s` (each spread loop may add a combine loop of `lanes`)."""
+  def t(r:UOp) -> int:
+    n = _cdiv(_trip(r), s.unroll) if r.arg in s.unrolled else _trip(r)
+    return _cdiv(n, s.lanes) if r.arg in s.spread else n
   total = 0
   for l in loops:
     entries = prod(t(o) for o in l.outer)
-    total += entries * (t(l.rng) + 1) + (entries * (lanes + 1) if l.rng in spread else 0)
+    total += entries * (t(l.rng) + 1) + (entries * (s.lanes + 1) if l.rng.arg in s.spread else 0)
   return total
 
 def _is_load_of(u:UOp, idx:UOp) -> bool: return u.op is Ops.LOAD and u.src[0] is idx
@@ -90,10 +114,21 @@ def _update_op(st:UOp) -> Ops|None:
      any(_is_load_of(s, idx) for s in c.src): return Ops.MAX   # where(a<b, b, a) = max(a, b)
   return None
 
+def _term(st:UOp) -> UOp:
+  """The x of an accumulator update `acc[k] = acc[k] <op> x` (see _update_op)."""
+  idx, val = st.src[0], st.src[1]
+  a, b = val.src[0].src if val.op is Ops.WHERE else val.src
+  return b if _is_load_of(a, idx) else a
+
+def _identity(op:Ops, dt:DType) -> UOp:
+  return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
+
+def _body(l:Loop, topo:list[UOp]) -> list[UOp]: return [u for u in topo if l.rng in u.ranges and u is not l.rng]
+
 def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
   """The accumulators a loop leaves partial results in when it is spread over lanes, or why it cannot be spread."""
   if l.rng.arg[1] is not AxisType.REDUCE: return f"it is not a reduction (a {l.rng.arg[1].name} range)"
-  inside = [u for u in topo if l.rng in u.ranges]
+  inside = _body(l, topo)
   if any(u.op is Ops.BARRIER or (u.op in (Ops.LOAD, Ops.STORE) and u.src[0].addrspace == AddrSpace.LOCAL) for u in inside):
     return "it uses shared memory"
   regs: dict[UOp, list[UOp]] = {}
@@ -111,6 +146,13 @@ def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
     accs.append(Acc(buf, ops.pop(), exits))
   return tuple(accs)
 
+def unrollable(l:Loop, loops:list[Loop], topo:list[UOp], accs:tuple[Acc, ...]) -> bool:
+  """An innermost reduction loop whose body only updates its accumulators, with terms that do not read them."""
+  bufs = {a.buf for a in accs}
+  stores = [u for u in _body(l, topo) if u.op is Ops.STORE]
+  return bool(accs) and not any(l.rng in x.outer for x in loops) and all(u.src[0].buf_uop in bufs for u in stores) and \
+    not any(u in bufs or (u.op is Ops.AFTER and l.rng in u.src[1:]) for st in stores for u in _term(st).toposort())
+
 def _int(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
 
 def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
@@ -122,9 +164,8 @@ def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) 
   if n * lanes <= UNROLL_COMBINE:   # straight-line code: no loop passes
     return buf.after(*[out.index(_int(k)).store(functools.reduce(lambda a, b: a.alu(acc.op, b), [ready.index(slot(k, _int(j))).load()
                                                                                               for j in range(lanes)])) for k in range(n)])
-  ident = UOp.const(identity_element(acc.op, dt) if acc.op in (Ops.ADD, Ops.MUL, Ops.MAX) else acc.op is Ops.AND, dt)
   j = UOp.range(_int(lanes), axis, AxisType.REDUCE, dtype=dtypes.int)
-  cur = buf.after(*[out.index(_int(k)).store(ident) for k in range(n)], j)
+  cur = buf.after(*[out.index(_int(k)).store(_identity(acc.op, dt)) for k in range(n)], j)
   upd = [cur.index(_int(k)).store(cur.index(_int(k)).load().alu(acc.op, ready.index(slot(k, j)).load())) for k in range(n)]
   return buf.after(UOp.group(*upd).end(j))
 
@@ -134,60 +175,171 @@ class Limits:
   local_max: tuple[int, ...]
   invocations: int          # maxComputeWorkGroupInvocations
   shared_max: int           # bytes of shared memory
+  groups_max: int = MAX_GROUPS_X   # workgroups along x
+  @staticmethod
+  def of(caps:Caps) -> Limits: return Limits(caps.maxloop, caps.wgsize, caps.wginv, caps.smem)
 
-def plan(loops:list[Loop], cands:dict[UOp, tuple[Acc, ...]], budget:int, lanes_max:int, smem_left:int, smem_per_lane:dict[UOp, int]):
-  """The fewest lanes (a power of two) and the loops to spread over them so the kernel fits the budget, or None."""
-  nested = {l.rng: set(l.outer) for l in loops}
-  for lanes in (1 << i for i in range(1, lanes_max.bit_length())):
-    chosen: set[UOp] = set()
-    while (cur := passes(loops, chosen, lanes)) > budget:
-      # loops that are not nested in each other; a lane gets 2+ iterations (tinygrad's linearizer orders code by how often it
-      # runs, so a loop of one iteration could take in code from around it)
-      ok = [c for c in cands if c not in chosen and _trip(c) > lanes and not any(c in nested[o] or o in nested[c] for o in chosen)
-            and sum(smem_per_lane[o] for o in chosen | {c}) * lanes <= smem_left]
-      if (best := min(ok, key=lambda c: passes(loops, chosen | {c}, lanes), default=None)) is None or \
-         passes(loops, chosen | {best}, lanes) >= cur: break
-      chosen.add(best)
-    else: return lanes, chosen
+@dataclass(frozen=True)
+class Kernel:
+  """What the planner needs to know of a kernel."""
+  loops: list[Loop]
+  cands: dict[UOp, tuple[Acc, ...]]   # the loops that can be spread, with their accumulators
+  unrollable: frozenset               # args of the loops that can be unrolled
+  sizes: tuple[int, int, int]         # local dims
+  groups: int                         # workgroups along x
+  smem_used: int                      # bytes of shared memory the kernel uses itself (it then keeps its local dims)
+
+  @staticmethod
+  def of(sink:UOp, loops:list[Loop]|None=None) -> Kernel:
+    loops, topo = find_loops(sink) if loops is None else loops, sink.toposort()
+    spec = {u.arg: int(u.src[0].vmax) for u in topo if u.op is Ops.SPECIAL}
+    checked = {l.rng: spreadable(l, topo) for l in loops}
+    cands = {r: a for r, a in checked.items() if not isinstance(a, str)}
+    unroll = frozenset(l.rng.arg for l in loops if l.rng in cands and unrollable(l, loops, topo, cands[l.rng]))
+    smem = sum(u.max_numel() * u.dtype.itemsize for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
+    return Kernel(loops, cands, unroll, tuple(spec.get(f"lidx{d}", 1) for d in range(3)), spec.get("gidx0", 1), smem)  # type: ignore
+
+def trades(k:Kernel, lim:Limits) -> list[tuple[int, int, int]]:
+  """Ever larger parts of the local dims to move into workgroups: halve the largest dim (or move it whole when odd)."""
+  out, f = [(1, 1, 1)], [1, 1, 1]
+  while not k.smem_used:
+    left = [s // x for s, x in zip(k.sizes, f)]
+    d = max(range(3), key=lambda d: left[d])
+    if left[d] == 1: break
+    f[d] *= 2 if left[d] % 2 == 0 else left[d]
+    if k.groups * prod(f) > lim.groups_max: break
+    out.append((f[0], f[1], f[2]))
+  return out
+
+def plan(k:Kernel, lim:Limits) -> Shape|None:
+  """The least reshaping that fits the budget: the fewest lanes (a power of two) with the loops to spread over them, first on the
+  kernel as it is, then with ever more of its local dims traded for lanes, then with its innermost loops unrolled."""
+  tr = trades(k, lim)
+  options = [(t, 1) for t in tr] + [(tr[-1], 1 << i) for i in range(1, MAX_UNROLL.bit_length())]
+  nested = {l.rng: set(l.outer) for l in k.loops}
+  for trade, unroll in options:
+    sizes = [s // f for s, f in zip(k.sizes, trade)]
+    unrolled = frozenset(a for a in k.unrollable if unroll > 1 and any(r.arg == a and _trip(r) > unroll for r in k.cands))
+    if unroll > 1 and not unrolled: continue
+    base = Shape(trade, unroll, unrolled)
+    trip = {r: _cdiv(_trip(r), unroll) if r.arg in unrolled else _trip(r) for r in k.cands}
+    lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
+    smem_left = lim.shared_max - k.smem_used
+    per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in k.cands.items()}
+    for lanes in (1 << i for i in range(lanes_max.bit_length())):
+      chosen: set[UOp] = set()
+      def shape(c:set[UOp]) -> Shape: return Shape(trade, unroll, unrolled, lanes, frozenset(r.arg for r in c))
+      while (cur := passes(k.loops, shape(chosen))) > lim.budget:
+        # loops that are not nested in each other; a lane gets 2+ iterations (tinygrad's linearizer orders code by how often it
+        # runs, so a loop of one iteration could take in code from around it)
+        ok = [c for c in k.cands if c not in chosen and trip[c] > lanes and not any(c in nested[o] or o in nested[c] for o in chosen)
+              and sum(per_lane[o] for o in chosen | {c}) * lanes <= smem_left]
+        if (best := min(ok, key=lambda c: passes(k.loops, shape(chosen | {c})), default=None)) is None or \
+           passes(k.loops, shape(chosen | {best})) >= cur: break
+        chosen.add(best)
+      else:
+        if lanes == 1: return base
+        # more lanes cost nothing while they fill llvmpipe's SIMD vector and fit the limits
+        while sizes[0] * lanes < MIN_LANES and lanes * 2 <= lanes_max and all(trip[c] > lanes * 2 for c in chosen) and \
+              sum(per_lane[c] for c in chosen) * lanes * 2 <= smem_left:
+          lanes *= 2
+        return shape(chosen)
   return None
 
 def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
-  """The kernel with long reductions spread over more lanes so it stays under the budget; None when it already fits."""
-  loops = find_loops(sink)
-  if not lim.budget or (need := passes(loops, set(), 1)) <= lim.budget: return None
+  """The kernel reshaped so it stays under the budget; None when it already fits."""
+  if not lim.budget or (need := passes(loops := find_loops(sink), Shape())) <= lim.budget: return None
+  k = Kernel.of(sink, loops)
   name = sink.arg.name if sink.arg is not None else "kernel"
-  topo = sink.toposort()
-  specials = {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == "l"}
-  sizes = [int(specials[f"lidx{d}"].src[0].vmax) if f"lidx{d}" in specials else 1 for d in range(3)]
-  checked = {l.rng: spreadable(l, topo) for l in loops}
-  cands = {r: a for r, a in checked.items() if not isinstance(a, str)}
-  smem_used = sum(u.max_numel() * u.dtype.itemsize for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
-  per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in cands.items()}
-  lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
-  found = plan(loops, cands, lim.budget, lanes_max, lim.shared_max - smem_used, per_lane) if enabled else None
-  if found is None:
-    worst = max(loops, key=lambda l: passes([x for x in loops if x.rng is l.rng or l.rng in x.outer], set(), 1))
+  if (s := plan(k, lim) if enabled else None) is None:
+    topo = sink.toposort()
+    worst = max(k.loops, key=lambda l: passes([x for x in k.loops if x.rng is l.rng or l.rng in x.outer], Shape()))
+    lanes = min(lim.local_max[0], lim.invocations) if not k.smem_used else \
+      min(lim.local_max[0] // k.sizes[0], lim.invocations // prod(k.sizes))
     why = "spreading is off (VULKAN_DISABLE=spread)" if not enabled else \
-      f"its longest loop ({_trip(worst.rng)} iterations) cannot be spread over the workgroup: {checked[worst.rng]}" \
-      if isinstance(checked[worst.rng], str) else f"it needs more than {lanes_max} lanes (the workgroup limits) x {lim.budget} passes"
+      f"its longest loop ({_trip(worst.rng)} iterations) cannot be spread over the workgroup: {w}" \
+      if isinstance(w := spreadable(worst, topo), str) else \
+      f"it needs more than {lanes} lanes (maxComputeWorkGroupInvocations {lim.invocations}" + \
+      (", with the kernel's own local dims, which share memory" if k.smem_used else "") + \
+      f") x {lim.budget} passes, even with its innermost loops unrolled {MAX_UNROLL}x"
     raise CompileError(f"VULKAN: kernel {name} makes up to {need} loop passes per invocation, and this driver stops every loop of an invocation "
                        f"after {lim.budget} in total (Mesa llvmpipe, gallivm LP_MAX_TGSI_LOOP_ITERATIONS); {why}. Use a GPU driver, or split "
                        "the work into smaller reductions.")
-  lanes, chosen = found
-  # more lanes cost nothing while they fill llvmpipe's SIMD vector and fit the limits (the search stops at the first that fits)
-  while sizes[0] * lanes < MIN_LANES and lanes * 2 <= lanes_max and all(_trip(c) > lanes * 2 for c in chosen) and \
-        sum(per_lane[c] for c in chosen) * lanes * 2 <= lim.shared_max - smem_used:
-    lanes *= 2
-  if DEBUG >= 3: print(f"{name}: {need} loop passes over the budget of {lim.budget}: {len(chosen)} loop(s) spread over {lanes} lanes")
-  return spread(sink, topo, [l for l in loops if l.rng in chosen], cands, specials, sizes, lanes)
+  if DEBUG >= 3: print(f"{name}: {need} loop passes over the budget of {lim.budget}: {s}")
+  if s.trade != (1, 1, 1): sink = trade(sink, k.sizes, k.groups, s.trade)
+  for a in s.unrolled:
+    k = Kernel.of(sink)
+    l = next(l for l in k.loops if l.rng.arg == a)
+    sink = unroll(sink, l, k.cands[l.rng], s.unroll)
+  if not s.spread: return sink
+  k = Kernel.of(sink)
+  return spread(sink, [l for l in k.loops if l.rng.arg in s.spread], k.cands, s.lanes)
 
-def spread(sink:UOp, topo:list[UOp], chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], specials:dict[str, UOp], sizes:list[int],
-           lanes:int) -> UOp:
+def _special(name:str, size:int) -> UOp: return UOp(Ops.SPECIAL, dtypes.int, (_int(size),), name)
+
+def trade(sink:UOp, sizes:tuple[int, ...], groups:int, f:tuple[int, int, int]) -> UOp:
+  """Local dim d keeps sizes[d] // f[d] invocations; the rest become more workgroups along x. Only for kernels without shared
+  memory: their invocations are independent, so which workgroup runs which is free."""
+  specials = {u.arg: u for u in sink.toposort() if u.op is Ops.SPECIAL}
+  g = _special("gidx0", groups * prod(f))
+  sub, rest = {}, g.alu(Ops.CMOD, _int(prod(f)))
+  if "gidx0" in specials: sub[specials["gidx0"]] = g.alu(Ops.CDIV, _int(prod(f)))
+  for d in range(3):
+    if f[d] == 1: continue
+    hi, rest = rest.alu(Ops.CMOD, _int(f[d])), rest.alu(Ops.CDIV, _int(f[d]))
+    keep = sizes[d] // f[d]
+    sub[specials[f"lidx{d}"]] = hi * _int(keep) + _special(f"lidx{d}", keep) if keep > 1 else hi
+  return _rebuild(sink, sub)
+
+def _rebuild(sink:UOp, sub:dict[UOp, UOp]) -> UOp:
+  """sink with the nodes in `sub` replaced."""
+  new: dict[UOp, UOp] = {}
+  for u in sink.toposort():
+    if u in sub:
+      new[u] = sub[u]
+      continue
+    src = tuple(new[s] for s in u.src)
+    new[u] = u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u
+  return new[sink]
+
+def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
+  """Loop l running k iterations per pass, as tinygrad's UNROLL of a reduce does it: acc = acc <op> (x(r*k) <op> ... <op> x(r*k+k-1)).
+  When k does not divide the trip count, a term past the end reads the last element and is the reduction's identity instead."""
+  n, dt = l.rng.src[0], l.rng.dtype
+  exact = n.vmin == n.vmax and int(n.vmax) % k == 0
+  trip = _int(_cdiv(int(n.vmax), k), dt) if n.vmin == n.vmax else (n + _int(k - 1, dt)).alu(Ops.CDIV, _int(k, dt))
+  r = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
+  first = r * _int(k, dt)
+  ops = {a.buf: a.op for a in accs}
+  new: dict[UOp, UOp] = {}
+  for x in sink.toposort():
+    if x is l.rng: continue
+    src = tuple((r if x.op in (Ops.AFTER, Ops.END) and j else first) if s is l.rng else new[s] for j, s in enumerate(x.src))
+    if x.op is Ops.STORE and l.rng in x.ranges:   # an accumulator update: its term gets the other k-1 iterations
+      t, op = _term(x), ops[x.src[0].buf_uop]
+      terms = [new[t]]
+      for u in range(1, k):
+        i = first + _int(u, dt)
+        if exact: terms.append(_rebuild(t, {l.rng: i}))
+        else: terms.append(i.alu(Ops.CMPLT, n).where(_rebuild(t, {l.rng: i.alu(Ops.CMPLT, n).where(i, n - _int(1, dt))}), _identity(op, t.dtype)))
+      total = functools.reduce(lambda a, b: a.alu(op, b), terms)
+      top = lambda y: total if y is t else new[y]
+      val = x.src[1]
+      val = val.replace(src=(val.src[0].replace(src=tuple(map(top, val.src[0].src))), *map(top, val.src[1:]))) if val.op is Ops.WHERE else \
+        val.replace(src=tuple(map(top, val.src)))
+      src = (src[0], val)
+    new[x] = x.replace(src=src) if any(a is not b for a, b in zip(src, x.src)) else x
+  return new[sink]
+
+def spread(sink:UOp, chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lanes:int) -> UOp:
+  topo = sink.toposort()
+  specials = {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == "l"}
+  sizes = [int(specials[f"lidx{d}"].src[0].vmax) if f"lidx{d}" in specials else 1 for d in range(3)]
   # the lane is the fastest-moving part of local x, so neighbouring lanes read neighbouring elements
   if "lidx0" in specials:
-    wide = UOp(Ops.SPECIAL, dtypes.int, (_int(sizes[0] * lanes),), "lidx0")
+    wide = _special("lidx0", sizes[0] * lanes)
     lane, old_l0 = wide.alu(Ops.CMOD, _int(lanes)), wide.alu(Ops.CDIV, _int(lanes))
-  else: lane, old_l0 = UOp(Ops.SPECIAL, dtypes.int, (_int(lanes),), "lidx0"), _int(0)
+  else: lane, old_l0 = _special("lidx0", lanes), _int(0)
   l1, l2 = (specials[n] if n in specials else _int(0) for n in ("lidx1", "lidx2"))
   flat = old_l0 + _int(sizes[0]) * (l1 + _int(sizes[1]) * l2)       # the invocation's place among the original locals
   axis = max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
@@ -227,6 +379,5 @@ def spread(sink:UOp, topo:list[UOp], chosen:list[Loop], cands:dict[UOp, tuple[Ac
   return new[sink]
 
 pm_loop_budget = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: fit_loop_budget(sink, Limits(ctx.caps.maxloop, ctx.local_max, ctx.caps.wginv, ctx.shared_max),
-                                                                 "spread" in ctx.caps) if ctx.caps.maxloop else None),
+  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: fit_loop_budget(sink, Limits.of(ctx.caps), "spread" in ctx.caps) if ctx.caps.maxloop else None),
 ])
