@@ -118,7 +118,7 @@ OPCODES = {
   "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpPtrAccessChain": 67, "OpDecorate": 71, "OpMemberDecorate": 72,
   "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81,
   "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
-  "OpFConvert": 115, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
+  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
   "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
   "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
   "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,

@@ -13,7 +13,7 @@ from tinygrad_vk.renderer.glsl import GLSLRenderer
 from tinygrad_vk.renderer.spirv import SPIRVRenderer
 
 # tinygrad instantiates the first renderer DEV does not rule out: DEV=VULKAN:SPIRV / DEV=VULKAN:GLSL pick one by name
-RENDERERS = [GLSLRenderer, SPIRVRenderer]
+RENDERERS = [SPIRVRenderer, GLSLRenderer]
 CALIBRATED_EXT = "VK_EXT_calibrated_timestamps"
 # the `vulkan` package maps the EXT names to None and computes VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_KHR wrongly (1000543000)
 STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT = 1000184000

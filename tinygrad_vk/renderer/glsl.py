@@ -17,17 +17,14 @@ import math, struct
 from dataclasses import dataclass
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
-from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
-from tinygrad.renderer.wgsl import is_nan
-from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
+from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.device import CompileError
-from tinygrad.helpers import strip_parens, ceildiv
-from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad.helpers import strip_parens
+from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
-from tinygrad_vk.renderer.abi import kernel_abi, numel
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, is_word_access
-from tinygrad_vk.renderer.sin32 import sin32_matcher
+from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, dtname, kernel_name,
+                                         UINT_OF_SIZE, multiple_of, is_view)
+from tinygrad_vk.renderer.packing import packed_dtypes, word_array, read_modify_write
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -41,8 +38,6 @@ VEC = {dtypes.bool: "bvec", dtypes.char: "i8vec", dtypes.uchar: "u8vec", dtypes.
 
 # bytes of each GLSL element type a buffer is declared with (a buffer_reference's alignment and a 64-bit address's stride)
 SIZE = {**{TYPES[d]: d.itemsize for d in TYPES}, **{f"{VEC[d]}{n}": n * d.itemsize for d in VEC for n in (2, 4)}}
-
-def dtname(dt:DType) -> str: return repr(dt)[len("dtypes."):]
 
 def lit(dt:DType, v) -> str:
   """A GLSL literal of dtype dt (finite values)."""
@@ -94,16 +89,12 @@ def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
   if addr64: return i if idx.dtype == dtypes.long else f"int64_t({i})"
   return i if idx.dtype == dtypes.int else f"int({i})"
 
-def _addr64(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool:
-  """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
-  A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
-  return slot is not None and ctx.abi.address[slot] is not None and any(i.dtype == dtypes.long for i in idxs)
+def _addr64(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool: return slot is not None and ctx.plan.addr64(slot, *idxs)
 
 # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))). GLSL has no pointer casts, so a view is read through an
 # aliased declaration of the same binding (Vulkan lets several variables share a binding). Every byte offset in the chain is a
 # multiple of the smallest element size w it involves, so the view is addressed in w-byte words: a view element of w bytes is
 # one word of an alias of the view's own type, a wider one is put together from (or split into) k words of a w-byte uint alias.
-UINT_OF_SIZE = {1: dtypes.uchar, 2: dtypes.ushort, 4: dtypes.uint, 8: dtypes.ulong}
 
 @dataclass(frozen=True)
 class ViewAccess:
@@ -115,8 +106,6 @@ class ViewAccess:
   def at(self, j:int=0) -> str:
     w = f"{self.word}+{j}" if j else self.word
     return f"{self.name}_at({w})" if self.addr64 else f"{self.name}[{w}]"
-
-def _is_view(b:UOp) -> bool: return b.op in (Ops.BITCAST, Ops.SHRINK) and b.addrspace == AddrSpace.GLOBAL
 
 def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
   idxs, v = [(idx, b.dtype.itemsize)], b   # (element offset, element size) summed into bytes
@@ -144,18 +133,14 @@ def _elem(ctx:GLSLRenderer, b:UOp, idx:UOp, j:int=0) -> str:
   return f"{ctx[b]}[{i}+_o{slot}]" if slot is not None else f"{ctx[b]}[{i}]"
 
 def _word_array(ctx:GLSLRenderer, bidx:UOp) -> str|None:
-  """For a word access (renderer/packing.py) of a buffer of 1/2-byte elements, whose index holds the view offset already: the
-  uint array, which is the buffer itself when it is packed, else a uint alias of it. Other word accesses are uint views."""
-  if not is_word_access(bidx): return None
-  base = bidx.src[0].src[0]
-  if base.op is Ops.AFTER: base = base.src[0]
-  if base.op is Ops.BUFFER or base.dtype in packed_dtypes(ctx.caps): return ctx[base]
-  if base.dtype.itemsize >= 4: return None
-  return ctx.aliases.setdefault(base.arg.slot, {}).setdefault("uint", f"{ctx[base]}_uint")
+  """The uint array of a word access of a buffer of 1/2-byte elements (packing.word_array): the buffer itself, or a uint alias."""
+  if (w := word_array(ctx.caps, bidx)) is None: return None
+  base, own = w
+  return ctx[base] if own else ctx.aliases.setdefault(base.arg.slot, {}).setdefault("uint", f"{ctx[base]}_uint")
 
 def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
   if (words := _word_array(ctx, x)) is not None: return f"{words}[{_int_idx(ctx, idx)}]"
-  if _is_view(b):
+  if is_view(b):
     return view_access(ctx, b, idx).at()
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
   if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG): return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
@@ -165,20 +150,11 @@ def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
 # read through a vecN declaration of the same binding, provided the view's element offset _o (known only at launch) is a multiple
 # of n too. That is the specialization constant _a<slot> (the alignment of _o: 4, 2 or 1; constant_id = slot), so the driver folds
 # the test when it builds the pipeline. Otherwise, and for local/register buffers, they are n scalar accesses packed into a vector.
-def _multiple(u:UOp) -> int:
-  """A number u is always a multiple of (1 when unknown), read off the index expression after tinygrad's late rewrites."""
-  if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]   # literals are CAST(CONST) by now
-  if u.op is Ops.CONST: return abs(int(u.arg)) or 1 << 30
-  if u.op is Ops.ADD: return math.gcd(_multiple(u.src[0]), _multiple(u.src[1]))
-  if u.op is Ops.MUL: return _multiple(u.src[0]) * _multiple(u.src[1])
-  if u.op is Ops.SHL and (k := _multiple(u.src[1])) < 32 and u.src[1].op in (Ops.CONST, Ops.CAST): return _multiple(u.src[0]) << k
-  return 1
-
 def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
   """(condition, vector element) for an aligned vector access of a global buffer, or None."""
   b, n = sh.src[0], sh.max_numel()
   if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
-  if _multiple(sh.src[1]) % n or "vec" not in ctx.caps or _addr64(ctx, slot, sh.src[1]): return None
+  if multiple_of(sh.src[1]) % n or "vec" not in ctx.caps or _addr64(ctx, slot, sh.src[1]): return None
   name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
   return f"(_a{slot}>={n})", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
 
@@ -187,7 +163,7 @@ def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
   return [_elem(ctx, sh.src[0], sh.src[1], j) for j in range(sh.max_numel())]
 
 def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
-  if bidx.op is not Ops.INDEX or not _is_view(bidx.src[0]) or _word_array(ctx, bidx) is not None: return None
+  if bidx.op is not Ops.INDEX or not is_view(bidx.src[0]) or _word_array(ctx, bidx) is not None: return None
   return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
 
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
@@ -203,16 +179,8 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
   return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
 
-def _read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
-  """(keep, field) when v is packing's (LOAD(bidx) & keep) | field: a store of a field of a word shared with other invocations."""
-  for masked, field in ((v, None),) + (((v.src[0], v.src[1]), (v.src[1], v.src[0])) if v.op is Ops.OR else ()):
-    if masked.op is Ops.AND:
-      for ld, keep in (masked.src, masked.src[::-1]):
-        if ld.op is Ops.LOAD and ld.src[0] is bidx: return keep, field
-  return None
-
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
-  if is_word_access(bidx) and (rmw := _read_modify_write(bidx, v)) is not None:
+  if (rmw := read_modify_write(bidx, v)) is not None:
     keep, field = rmw
     return f"atomicAnd({ctx[bidx]}, {ctx[keep]});" + (f" atomicOr({ctx[bidx]}, {ctx[field]});" if field is not None else "")
   if bidx.op is Ops.SHRINK:
@@ -254,22 +222,6 @@ glsl_rewrite = PatternMatcher([
 def _bool_op(sym:str, bsym:str):
   return lambda a,b,dtype: f"({a}{bsym}{b})" if dtype == dtypes.bool else f"({a}{sym}{b})"
 
-# rewrites on the UOp graph, after tinygrad's decompositions
-glsl_matcher = PatternMatcher([
-  # GLSL has no ordering on bool
-  (UPat(Ops.CMPLT, src=(UPat.var("a", dtypes.bool), UPat.var("b"))), lambda a,b: a.cast(dtypes.int) < b.cast(dtypes.int)),
-  # GLSL has no double exp2/log2: tinygrad's decompositions are exact enough in float64
-  (UPat(Ops.EXP2, dtypes.double, src=(UPat.var("d"),)), xexp2),
-  (UPat(Ops.LOG2, dtypes.double, src=(UPat.var("d"),)), xlog2),
-  # Vulkan promises little for float16 transcendentals: compute them in float32
-  (UPat((Ops.EXP2, Ops.LOG2, Ops.SQRT), dtypes.half, name="x"), lambda x: UOp(x.op, dtypes.float, (x.src[0].cast(dtypes.float),)).cast(dtypes.half)),
-])
-# without SignedZeroInfNanPreserve the compiler may assume no NaNs: test the bits instead of a != a
-nan_bits_matcher = PatternMatcher([
-  (UPat.var("a", dtypes.floats) != UPat.var("a"), is_nan),
-  (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
-])
-
 class GLSLRenderer(CStyleLanguage):
   float4, float4_style = "float4", ("(", ")")   # STACK renders as vecN(a, b, ...): render_type gives vecN
   has_local, has_shared = True, True
@@ -299,11 +251,9 @@ class GLSLRenderer(CStyleLanguage):
     self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
-    self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast + packing_matcher + pm_loop_budget
-    if "i64" not in self.caps:   # SIN is kept through tinygrad's decompositions, whose sin needs 64-bit integers: sin32.py lowers it
-      self.code_for_op = {**self.code_for_op, Ops.SIN: _sin_left}
-      self.extra_matcher = sin32_matcher + self.extra_matcher
+    self.extra_matcher = extra_matcher(self.caps)
+    # SIN is kept through tinygrad's decompositions where its sin needs 64-bit integers: sin32.py lowers it (check_kernel checks)
+    if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda x,dtype: ""}
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -313,51 +263,33 @@ class GLSLRenderer(CStyleLanguage):
     return f"{VEC[dtype]}{sz}"
 
   def render(self, uops:list[UOp]) -> str:
+    check_kernel(self.caps, uops, kernel_name(uops))
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
-    params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
-    gbufs = [u for u in params if u.addrspace == AddrSpace.GLOBAL]
-    # a buffer whose accesses were all folded away has no PARAM here, but keeps its slot (the runtime binds a scratch buffer there)
-    slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
-    abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
-    try: self.abi = kernel_abi(self.caps, abi_bufs, [u.dtype for u in params if u.addrspace == AddrSpace.ALU])
-    except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
-    if self.abi.pc_size > self.caps.pc:
-      raise CompileError(f"VULKAN: {sum(a is not None for a in self.abi.address)} buffer addresses, {len(gbufs)} view offsets and the scalars need "
-                         f"{self.abi.pc_size} bytes of push constants, the device has {self.caps.pc} (maxPushConstantsSize)")
+    self.plan = plan_kernel(self.caps, uops)
     return super().render(uops)
 
-  def supported_dtypes(self) -> set[DType]:
-    return {dt for dt in TYPES if dtype_support(dtname(dt), self.caps) in ("native", "packed")}
+  def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
 
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
-    if (bad := {u.dtype for u in uops if u.dtype in TYPES} - self.supported_dtypes() - {dtypes.void}):
-      raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
-                         f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
-    packed = packed_dtypes(self.caps)
-    if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
-                 (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
-      raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {function_name}")
-    check_loop_budget(uops, self.caps.maxloop, function_name)
     local = [1, 1, 1]
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
     shared = [l.strip() for l in kernel if l.lstrip().startswith("shared ")]
     body = [l for l in kernel if not l.lstrip().startswith("shared ")]
-    params = sorted((u.arg.slot, name, u, mutable) for name, (u, mutable) in bufs)
-    gbufs = [p for p in params if p[2].addrspace == AddrSpace.GLOBAL]
-    pvars = [p for p in params if p[2].addrspace == AddrSpace.ALU]
-    abi, aliases = self.abi, self.aliases
-    pc = [(0, f"uint _off[{ceildiv(len(abi.binding), 4)}];")] if gbufs else []   # (offset, member): members are declared in offset order
-    pc += [(off, f"layout(offset={off}) {TYPES[dt]} {name};") for (off, dt), (_, name, _, _) in zip(abi.vars, pvars)]
+    names = {u: name for name, (u, _) in bufs}
+    plan, aliases = self.plan, self.aliases
+    pc = [(0, f"uint _off[{plan.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
+    pc += [(off, f"layout(offset={off}) {TYPES[u.dtype]} {names[u]};") for u, off in plan.vars]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
-             if any(a is not None for a in abi.address) else [])), f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
+             if any(b.address is not None for b in plan.bufs.values()) else [])),
+             f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
     defines = []
-    for slot, name, u, mutable in gbufs:
-      ty = "uint" if u.dtype in packed else "uint8_t" if u.dtype == dtypes.bool else TYPES[u.dtype]
-      ro, views = "" if mutable else "readonly ", {ty: name, **aliases.get(slot, {})}
-      if (off := abi.address[slot]) is None:
-        lines += [f"layout(set=0, binding={abi.binding[slot]}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
+    for slot, b in sorted(plan.bufs.items()):
+      name = names[b.uop]
+      ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
+      if (off := b.address) is None:
+        lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
         continue
       # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
       pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))
@@ -366,11 +298,6 @@ class GLSLRenderer(CStyleLanguage):
         defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
         if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
-    lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, *_ in gbufs if aliases.get(slot)]
-    lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s, *_ in gbufs] + body + ["}"]
+    lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot in sorted(plan.bufs) if aliases.get(slot)]
+    lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)
-
-def _sin_left(x, dtype): raise CompileError(f"VULKAN: SIN of {dtype} was not lowered (renderer/sin32.py)")
-
-def _refusal(dt:DType) -> str:
-  return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"

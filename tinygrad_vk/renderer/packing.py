@@ -89,6 +89,26 @@ def is_word_access(bidx:UOp) -> bool:
   """Whether bidx is INDEX(word view, word) made here (see the module doc)."""
   return bidx.op is Ops.INDEX and bidx.src[0].op is Ops.BITCAST and bidx.src[0].tag == WORDS
 
+def word_array(caps, bidx:UOp) -> tuple[UOp, bool]|None:
+  """For a word access of a buffer B of 1/2-byte elements, whose word index holds the view offset already: (B, whether B itself
+  is declared as words: a packed buffer or a LOCAL one; else a uint alias of B's binding is). None for other accesses, and for
+  word accesses of 4/8-byte buffers, which renderers address as any uint view of B (adding B's view offset)."""
+  if not is_word_access(bidx): return None
+  base = bidx.src[0].src[0]
+  if base.op is Ops.AFTER: base = base.src[0]
+  if base.op is Ops.BUFFER or base.dtype in packed_dtypes(caps): return base, True
+  return (base, False) if base.dtype.itemsize < 4 else None
+
+def read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
+  """(keep, field) when STORE(bidx, v) stores a field of a word shared with other invocations: v is (LOAD(bidx) & keep) | field
+  (`| field` may be folded away). Renderers emit atomicAnd(word, keep) then atomicOr(word, field)."""
+  if not is_word_access(bidx): return None
+  for masked, field in ((v, None),) + (((v.src[0], v.src[1]), (v.src[1], v.src[0])) if v.op is Ops.OR else ()):
+    if masked.op is Ops.AND:
+      for ld, keep in (masked.src, masked.src[::-1]):
+        if ld.op is Ops.LOAD and ld.src[0] is bidx: return keep, field
+  return None
+
 def _needs_words(caps, bidx:UOp) -> bool:
   if bidx.op is not Ops.INDEX or bidx.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) or is_word_access(bidx): return False
   base, terms, _ = _chain(bidx)

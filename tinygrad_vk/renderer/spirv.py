@@ -21,12 +21,14 @@ from typing import NamedTuple
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.renderer import Renderer
-from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
-from tinygrad.device import TinyELF, CompileError
-from tinygrad.helpers import ceildiv, prod
-from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad.device import CompileError
+from tinygrad.helpers import prod
+from tinygrad_vk.caps import Caps, FLAGS, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import SPIRVCompiler
-from tinygrad_vk.renderer.glsl import GLSLRenderer, glsl_matcher, nan_bits_matcher, UINT_OF_SIZE, _multiple, _is_view, _refusal
+from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, kernel_name, UINT_OF_SIZE,
+                                         multiple_of, is_view)
+from tinygrad_vk.renderer.packing import packed_dtypes, word_array, read_modify_write, VIEW_OFFSET
+from tinygrad_vk.renderer.glsl import GLSLRenderer
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
 TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.short: "short", dtypes.ushort: "ushort", dtypes.int: "int",
@@ -35,7 +37,8 @@ TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.
 DECL = {"void": "OpTypeVoid", "bool": "OpTypeBool", "char": "OpTypeInt 8 1", "uchar": "OpTypeInt 8 0", "short": "OpTypeInt 16 1",
         "ushort": "OpTypeInt 16 0", "int": "OpTypeInt 32 1", "uint": "OpTypeInt 32 0", "long": "OpTypeInt 64 1", "ulong": "OpTypeInt 64 0",
         "half": "OpTypeFloat 16", "float": "OpTypeFloat 32", "double": "OpTypeFloat 64"}
-SC = {"StorageBuffer": "sb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in"}
+SC = {"StorageBuffer": "sb", "PhysicalStorageBuffer": "psb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in"}
+GLOBAL_SC = ("StorageBuffer", "PhysicalStorageBuffer")
 MEMORY = (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG)
 FLOAT_EXP = {dtypes.half: 16, dtypes.float: 128, dtypes.double: 1024}   # inf is 0x1p+E, the canonical NaN 0x1.8p+E
 
@@ -55,18 +58,20 @@ ALU = {Ops.ADD: ("OpFAdd", "OpIAdd", "OpIAdd", "OpLogicalOr"), Ops.SUB: ("OpFSub
 def kind(dt:DType) -> int: return 3 if dt == dtypes.bool else 0 if dtypes.is_float(dt) else 2 if dtypes.is_unsigned(dt) else 1
 
 class Ref(NamedTuple):
-  """Elements of a buffer variable: what an INDEX gives, dereferenced by the LOAD/STORE that uses it."""
-  var: str
+  """Elements of a buffer: what an INDEX gives, dereferenced by the LOAD/STORE that uses it."""
+  var: str          # the variable, or for a buffer passed by address the pointer to its Block
   ty: str           # element type id
   dt: DType         # element scalar dtype (an element is a vecN of it in a vector variable)
   sc: str           # storage class
-  slot: int = -1    # binding, for storage buffers
+  slot: int = -1    # the PARAM's slot, for global buffers
   idx: str = ""     # index of the first element
   k: int = 1        # elements per value: a wide view element is k words
+  size: int = 0     # bytes of an element: the Aligned operand of PhysicalStorageBuffer accesses
+  wide: bool = False   # idx is an int64 index into a buffer passed by address: the element's address is computed in 64 bits
 
 class SPIRVKernel:
   """The module being written: types, constants and variables declared once on first use, the entry block's prologue (values
-  every block may use: push constants, builtins, view offsets) and the body."""
+  every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
   def __init__(self, ren:SPIRVRenderer, uops:list[UOp]):
     self.caps, self.r, self.n = ren.caps, {}, 0
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
@@ -77,20 +82,30 @@ class SPIRVKernel:
     self.structs: dict[UOp, tuple] = {}   # open RANGE/IF -> their labels
     self.block = "%entry"
     self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
+    self.skip = self.dead_rmw_values(uops)
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
-    params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
-    self.gbufs = {u.arg.slot: u for u in params if u.addrspace == AddrSpace.GLOBAL}
-    self.written = {u.src[0].buf_uop.arg.slot for u in uops if u.op is Ops.STORE and u.src[0].addrspace == AddrSpace.GLOBAL}
-    # push constants, laid out as program.py packs them (the GLSL renderer's layout)
-    nwords, pvars = ceildiv(max(self.gbufs) + 1, 4) if self.gbufs else 0, [u for u in params if u.addrspace == AddrSpace.ALU]
-    members = [(0, self.T(dtypes.uint, arr=nwords, stride=4))] if nwords else []
-    members += [(off, self.T(dt)) for off, dt in TinyELF.iter_sig(tuple((None, u.arg.slot, u.dtype, ()) for u in pvars), 4 * nwords)]
-    self.pvar = {u.arg.slot: (len(members) - len(pvars) + i, u.dtype) for i, u in enumerate(pvars)}
+    # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
+    self.plan = plan = plan_kernel(self.caps, uops)
+    members = [(0, self.T(dtypes.uint, arr=plan.nwords, stride=4), "off")] if plan.bufs else []
+    members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
+    members += [(off, self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
+    members.sort()
+    self.member = {key: i for i, (_, _, key) in enumerate(members)}
     if members:
-      pc = self.g("%PC", f"OpTypeStruct {' '.join(t for _, t in members)}")
-      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {off}" for i, (off, _) in enumerate(members)]
+      pc = self.g("%PC", f"OpTypeStruct {' '.join(t for _, t, _ in members)}")
+      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {off}" for i, (off, _, _) in enumerate(members)]
       self.var("%pc", pc, "PushConstant")
-    for slot, u in self.gbufs.items(): self.buf(slot, dtypes.uchar if u.dtype == dtypes.bool else u.dtype)
+
+  def dead_rmw_values(self, uops:list[UOp]) -> set[UOp]:
+    """The value of a read-modify-write store of a packed field, (LOAD & keep) | field: the store is two atomics on keep and
+    field instead (packing.read_modify_write), so the LOAD and the masking are never computed."""
+    dead = set()
+    for u in uops:
+      if u.op is Ops.STORE and (rmw := read_modify_write(u.src[0], v := u.src[1])) is not None:
+        keep, field = rmw
+        masked = v if field is None else v.src[1] if v.src[0] is field else v.src[0]
+        dead |= {x for x in (v, masked, masked.src[1] if masked.src[0] is keep else masked.src[0]) if self.uses[x] == 1}
+    return dead
 
   # ---- ids, types, constants, variables
   def nid(self, prefix="t") -> str:
@@ -139,20 +154,35 @@ class SPIRVKernel:
         self.iface.append(rid)
     return rid
 
-  def buf(self, slot:int, dt:DType, n:int=1) -> Ref:
-    """The StorageBuffer variable of binding `slot` whose elements are dt (or vecN of it): the PARAM's own, or an alias."""
+  def psb(self, dt:DType, n:int, ro:bool) -> str:
+    """The pointer type of a buffer passed by address whose elements are dt (or vecN of it): to a Block of one runtime array."""
     ety = self.T(dt, n)
-    own = self.gbufs[slot].dtype
-    rid = f"%data{slot}" if n == 1 and (dt == own or (own == dtypes.bool and dt == dtypes.uchar)) else f"%data{slot}_{ety[1:]}"
-    if rid not in self.decl:
-      self.sb_bytes.add(dt.itemsize)
+    if (st := f"%bda_{ety[1:]}{'_ro' if ro else ''}") not in self.decl:
+      self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
+      self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"] + ([f"OpMemberDecorate {st} 0 NonWritable"] if ro else [])
+    return self.ptr("PhysicalStorageBuffer", st)
+
+  def buf(self, slot:int, dt:DType, n:int=1) -> Ref:
+    """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
+    a vecN access). By descriptor: a StorageBuffer variable at its binding; by address: its pointer, cast to the element type."""
+    b, ety, self.sb_bytes = self.plan.bufs[slot], self.T(dt, n), self.sb_bytes | {dt.itemsize}
+    own = (dt, n) == (b.dtype, 1)
+    if b.address is not None:
+      def load():
+        pty = self.psb(b.dtype, 1, not b.writable)
+        return self.op("OpLoad", pty, self.op("OpAccessChain", self.ptr("PushConstant", pty), "%pc", self.const(dtypes.int, self.member[f"p{slot}"])),
+                       rid=f"%p{slot}")
+      p = self.prologue(f"p{slot}", load)
+      if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
+      return Ref(p, ety, dt, "PhysicalStorageBuffer", slot, size=dt.itemsize * n)
+    if (rid := f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") not in self.decl:
       st = f"%sb_{ety[1:]}"
       if st not in self.decl:
         self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
         self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
       self.var(rid, st, "StorageBuffer")
-      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {slot}"]
-      if slot not in self.written: self.deco.append(f"OpDecorate {rid} NonWritable")
+      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}"]
+      if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
     return Ref(rid, ety, dt, "StorageBuffer", slot)
 
   # ---- instructions
@@ -197,7 +227,9 @@ class SPIRVKernel:
     return self.op("OpPhi", ty, a, ta, alt, pre) if ty else ""
 
   # ---- values
-  def int_idx(self, i:UOp) -> str: return self.r[i] if i.dtype == dtypes.int else self.cast(i.dtype, dtypes.int, self.r[i])
+  def idx(self, i:UOp, wide=False) -> str:
+    """An index as int, or as int64 for an element address computed in 64 bits (Ref.wide)."""
+    return self.cast(i.dtype, dtypes.long if wide else dtypes.int, self.r[i])
 
   def off(self, slot:int) -> str:
     """_o<slot>: the element offset of the view bound at `slot` inside its binding, one byte of _off[]."""
@@ -220,15 +252,17 @@ class SPIRVKernel:
                                                                                            x.arg[-1]), rid=f"%{x.arg}"))
 
   def param(self, x:UOp):
-    if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, dtypes.uchar if x.dtype == dtypes.bool else x.dtype)
-    member, dt = self.pvar[x.arg.slot]
-    def load(): return self.op("OpLoad", self.T(dt), self.op("OpAccessChain", self.ptr("PushConstant", self.T(dt)), "%pc",
-                                                             self.const(dtypes.int, member)), rid=f"%var{x.arg.slot}")
-    return self.prologue(f"var{member}", load)
+    if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, self.plan.bufs[x.arg.slot].dtype)
+    ty, key = self.T(x.dtype), f"var{x.arg.slot}"
+    return self.prologue(key, lambda: self.op("OpLoad", ty, self.op("OpAccessChain", self.ptr("PushConstant", ty), "%pc",
+                                                                    self.const(dtypes.int, self.member[key])), rid=f"%{key}"))
 
   def buffer(self, x:UOp) -> Ref:
     sc, name = ("Workgroup", "smem") if x.addrspace == AddrSpace.LOCAL else ("Function", "reg")
-    return Ref(self.var(f"%{name}{x.arg.slot}", self.T(x.dtype, arr=x.max_numel()), sc), self.T(x.dtype), x.dtype, sc)
+    # packed shared memory is words (renderer/packing.py)
+    dt, n = (dtypes.uint, x.max_numel() * x.dtype.itemsize // 4) if sc == "Workgroup" and x.dtype in packed_dtypes(self.caps) else \
+      (x.dtype, x.max_numel())
+    return Ref(self.var(f"%{name}{x.arg.slot}", self.T(dt, arr=n), sc), self.T(dt), dt, sc)
 
   def cast(self, frm:DType, to:DType, x:str) -> str:
     if frm == to: return x
@@ -277,51 +311,72 @@ class SPIRVKernel:
     return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
 
   # ---- memory
-  def index(self, b:UOp, i:UOp):
+  def index(self, x:UOp, b:UOp, i:UOp):
     if b.addrspace not in MEMORY:   # a lane of a vector value (a coalesced load or a STACK)
       if i.op is Ops.CAST and i.src[0].op is Ops.CONST: return self.op("OpCompositeExtract", self.T(b.dtype), self.r[b], str(i.src[0].arg))
       return self.op("OpVectorExtractDynamic", self.T(b.dtype), self.r[b], self.r[i])
-    if _is_view(b): return self.view(b, i)
-    return self.elem(b, self.int_idx(i))
+    if (w := word_array(self.caps, x)) is not None:   # a word of a buffer of 1/2-byte elements; the index holds its view offset
+      base, own = w
+      return (self.r[base] if own else self.buf(base.arg.slot, dtypes.uint))._replace(idx=self.idx(i))
+    if is_view(b): return self.view(b, i)
+    return self.elem(b, i)
 
-  def elem(self, b:UOp, idx:str) -> Ref:
+  def elem(self, b:UOp, i:UOp, j:int=0) -> Ref:
+    """Element i+j of a buffer; a global one is offset by its view's _o."""
     ref = self.r[b]
-    if ref.sc == "StorageBuffer": idx = self.op("OpIAdd", self.T(dtypes.int), idx, self.off(ref.slot))
-    return ref._replace(idx=idx)
+    def plus(x:str, dt:DType, k:int) -> str: return self.op("OpIAdd", self.T(dt), x, self.const(dt, k)) if k else x
+    if ref.sc not in GLOBAL_SC: return ref._replace(idx=plus(self.idx(i), dtypes.int, j))
+    if self.plan.addr64(ref.slot, i):
+      o = self.cast(dtypes.int, dtypes.long, plus(self.off(ref.slot), dtypes.int, j))
+      return ref._replace(idx=self.op("OpIAdd", self.T(dtypes.long), self.idx(i, True), o), wide=True)
+    return ref._replace(idx=self.op("OpIAdd", self.T(dtypes.int), plus(self.idx(i), dtypes.int, j), self.off(ref.slot)))
 
-  # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))), read through another variable of the same binding, in
+  # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))), read through another declaration of the same memory, in
   # w-byte words (w: the smallest element size in the chain): a view element of w bytes is a word of the view's own type, a wider
   # one is put together from (or split into) k words of a w-byte uint variable. As renderer/glsl.py's view_access.
   def view(self, b:UOp, i:UOp) -> Ref:
-    terms, v = [(self.int_idx(i), b.dtype.itemsize)], b
+    terms, v = [(i, b.dtype.itemsize)], b
     while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
-      if v.op is Ops.SHRINK: terms.append((self.int_idx(v.src[1]), v.dtype.itemsize))
+      if v.op is Ops.SHRINK: terms.append((v.src[1], v.dtype.itemsize))
       v = v.src[0]
     if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"no SPIR-V for a buffer view of {v.op}")
     if dtypes.bool in (b.dtype, v.dtype): raise CompileError("no SPIR-V for a bitcast view of a bool buffer")
-    terms.append((self.off(v.arg.slot), v.dtype.itemsize))
-    w, word = min(s for _, s in terms), ""
-    for t, s in reversed(terms):
-      if s != w: t = self.op("OpIMul", self.T(dtypes.int), t, self.const(dtypes.int, s // w))
-      word = self.op("OpIAdd", self.T(dtypes.int), word, t) if word else t
-    return self.buf(v.arg.slot, b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])._replace(idx=word, k=b.dtype.itemsize // w)
+    wide = self.plan.addr64(v.arg.slot, *(t for t, _ in terms))
+    idt = dtypes.long if wide else dtypes.int
+    vals = [(self.idx(t, wide), s) for t, s in terms] + [(self.cast(dtypes.int, idt, self.off(v.arg.slot)), v.dtype.itemsize)]
+    w, word = min(s for _, s in vals), ""
+    for t, s in reversed(vals):
+      if s != w: t = self.op("OpIMul", self.T(idt), t, self.const(idt, s // w))
+      word = self.op("OpIAdd", self.T(idt), word, t) if word else t
+    ref = self.buf(v.arg.slot, b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
+    return ref._replace(idx=word, k=b.dtype.itemsize // w, wide=wide)
 
   def pointer(self, ref:Ref, j:int=0) -> str:
+    if ref.wide:   # the element's address in 64 bits: base + (idx + j) * size
+      i = self.op("OpIAdd", self.T(dtypes.long), ref.idx, self.const(dtypes.long, j)) if j else ref.idx
+      base = self.prologue(f"u{ref.var}", lambda: self.op("OpConvertPtrToU", self.T(dtypes.ulong), ref.var))
+      off = self.op("OpBitcast", self.T(dtypes.ulong), self.op("OpIMul", self.T(dtypes.long), i, self.const(dtypes.long, ref.size)))
+      return self.op("OpConvertUToPtr", self.ptr(ref.sc, ref.ty), self.op("OpIAdd", self.T(dtypes.ulong), base, off))
     idx = ref.idx if not j else self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j))
-    chain = [self.const(dtypes.int, 0), idx] if ref.sc == "StorageBuffer" else [idx]
+    chain = [self.const(dtypes.int, 0), idx] if ref.sc in GLOBAL_SC else [idx]
     return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), ref.var, *chain)
+
+  # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
+  def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
+  def ld(self, ref:Ref, j:int=0, prefix="t") -> str: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
+  def st(self, ref:Ref, v:str, j:int=0) -> str: return self.do("OpStore", self.pointer(ref, j), v, *self.mem(ref))
 
   def read(self, ref:Ref, dt:DType, prefix="val") -> str:
     if ref.k > 1:   # a wide view element: k words, little end first
       u, wdt, bits = UINT_OF_SIZE[dt.itemsize], ref.dt, ""
       for j in range(ref.k):
-        w = self.cast(wdt, u, self.op("OpLoad", ref.ty, self.pointer(ref, j)))
+        w = self.cast(wdt, u, self.ld(ref, j))
         if j: w = self.op("OpShiftLeftLogical", self.T(u), w, self.const(dtypes.int, 8 * wdt.itemsize * j))
         bits = self.op("OpBitwiseOr", self.T(u), bits, w) if bits else w
       return self.bitcast(u, dt, bits)
-    v = self.op("OpLoad", ref.ty, self.pointer(ref), prefix=prefix)
+    v = self.ld(ref, prefix=prefix)
     # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
-    if dt == dtypes.bool and ref.sc == "StorageBuffer":
+    if dt == dtypes.bool and ref.sc in GLOBAL_SC:
       v = self.op("OpINotEqual", self.T(dt), self.op("OpUConvert", self.T(dtypes.uint), v), self.const(dtypes.uint, 0))
     return v
 
@@ -331,11 +386,11 @@ class SPIRVKernel:
       bits = self.bitcast(dt, u, v)
       for j in range(ref.k):
         w = self.op("OpShiftRightLogical", self.T(u), bits, self.const(dtypes.int, 8 * wdt.itemsize * j)) if j else bits
-        self.do("OpStore", self.pointer(ref, j), self.cast(u, wdt, w))
+        self.st(ref, self.cast(u, wdt, w), j)
       return
-    if dt == dtypes.bool and ref.sc == "StorageBuffer":
+    if dt == dtypes.bool and ref.sc in GLOBAL_SC:
       v = self.op("OpUConvert", ref.ty, self.op("OpSelect", self.T(dtypes.uint), v, self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)))
-    self.do("OpStore", self.pointer(ref), v)
+    self.st(ref, v)
 
   # Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). Where tinygrad's index is a multiple of n, a global buffer is
   # read through a vecN variable of its binding, provided the view offset _o is a multiple of n too: the specialization constant
@@ -343,10 +398,9 @@ class SPIRVKernel:
   def vector(self, sh:UOp) -> tuple[str|None, Ref|None, list[Ref]]:
     b, n = sh.src[0], sh.max_numel()
     if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"no SPIR-V for a vector access through {b.op}")
-    i = self.int_idx(sh.src[1])
-    lanes = [self.elem(b, self.op("OpIAdd", self.T(dtypes.int), i, self.const(dtypes.int, j)) if j else i) for j in range(n)]
+    lanes = [self.elem(b, sh.src[1], j) for j in range(n)]
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       _multiple(sh.src[1]) % n: return None, None, lanes
+       multiple_of(sh.src[1]) % n or lanes[0].wide: return None, None, lanes
     slot = b.arg.slot
     spec = self.g(f"%a{slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
     if (d := f"OpDecorate {spec} SpecId {slot}") not in self.deco: self.deco.append(d)
@@ -363,6 +417,11 @@ class SPIRVKernel:
     return self.read(ref, bidx.dtype) if isinstance(ref := self.r[bidx], Ref) else ref
 
   def store(self, bidx:UOp, v:UOp) -> str:
+    if (rmw := read_modify_write(bidx, v)) is not None:   # a packed field of a word other invocations may store to at once
+      p, scope, relaxed = self.pointer(self.r[bidx]), self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)
+      for op, x in zip(("OpAtomicAnd", "OpAtomicOr"), rmw):
+        if x is not None: self.op(op, self.T(dtypes.uint), p, scope, relaxed, self.r[x])
+      return ""
     if bidx.op is Ops.SHRINK:
       cond, vec, lanes = self.vector(bidx)
       def scalars(): [self.write(l, v.dtype, self.op("OpCompositeExtract", self.T(v.dtype), self.r[v], str(j))) for j, l in enumerate(lanes)]
@@ -411,15 +470,21 @@ class SPIRVKernel:
     return self.label(m)
 
   def finish(self, name:str, local:list[int]) -> str:
-    floats = [w for w, t in ((16, "%half"), (32, "%float"), (64, "%double")) if t in self.decl and f"nan{w}" in self.caps]
-    # a kernel only declares what it uses; 8/16-bit integer arithmetic only where the device has it (bool buffers are bytes
-    # read and written as uint: 8-bit storage alone)
-    caps = ["Shader"] + [c for c, need in (("Float16", "%half" in self.decl), ("Float64", "%double" in self.decl),
-      ("Int64", "%long" in self.decl or "%ulong" in self.decl), ("Int16", ("%short" in self.decl or "%ushort" in self.decl) and "i16" in self.caps),
-      ("Int8", ("%char" in self.decl or "%uchar" in self.decl) and "i8" in self.caps), ("StorageBuffer16BitAccess", 2 in self.sb_bytes),
-      ("StorageBuffer8BitAccess", 1 in self.sb_bytes), ("SignedZeroInfNanPreserve", floats)) if need]
+    d, addresses = self.decl, any(b.address is not None for b in self.plan.bufs.values())
+    floats = [w for w, t in ((16, "%half"), (32, "%float"), (64, "%double")) if t in d and f"nan{w}" in self.caps]
+    # a kernel declares the capabilities it uses, each only where the device's Caps have it (a missing one is a renderer bug:
+    # refused, never handed to the driver). 8-bit integers without shaderInt8 are bool buffers' bytes, read and written as uint:
+    # 8-bit storage alone.
+    uses = {"Float16": ("f16", "%half" in d), "Float64": ("f64", "%double" in d), "Int64": ("i64", "%long" in d or "%ulong" in d),
+            "Int16": ("i16", "%short" in d or "%ushort" in d), "Int8": ("i8", ("%char" in d or "%uchar" in d) and "i8" in self.caps),
+            "StorageBuffer16BitAccess": ("s16", 2 in self.sb_bytes), "StorageBuffer8BitAccess": ("s8", 1 in self.sb_bytes),
+            "PhysicalStorageBufferAddresses": ("bda", addresses)}
+    if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
+      raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
+    caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]
     return "\n".join([f"; tinygrad_vk SPIR-V 1.5 (Vulkan 1.2), kernel: {name}", *(f"OpCapability {c}" for c in caps),
-      *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []), "OpMemoryModel Logical GLSL450",
+      *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
+      f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} GLSL450",
       f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*local),
       *(f"OpExecutionMode %main SignedZeroInfNanPreserve {w}" for w in floats), *self.deco, *self.glob,
       "%main = OpFunction %void None %fn_void", "%entry = OpLabel", *self.fvars, *self.pro, *self.body, "OpReturn", "OpFunctionEnd"])
@@ -437,9 +502,11 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.ENDIF, name="x"), lambda ctx,x: ctx.endif(x)),
   # OpControlBarrier Workgroup Workgroup AcquireRelease|WorkgroupMemory, as GLSL's barrier()
   (UPat(Ops.BARRIER), lambda ctx: ctx.do("OpControlBarrier", ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 2), ctx.const(dtypes.uint, 0x108))),
-  # views and vector accesses are rendered by the INDEX/LOAD/STORE that uses them
-  (UPat((Ops.SHRINK, Ops.BITCAST), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or _is_view(x) else None),
-  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i"))), lambda ctx,b,i: ctx.index(b, i)),
+  # views (and packing's word views) and vector accesses are rendered by the INDEX/LOAD/STORE that uses them
+  (UPat((Ops.SHRINK, Ops.BITCAST), name="x"), lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
+  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i")), name="x"), lambda ctx,x,b,i: ctx.index(x, b, i)),
+  # the element offset of the view bound at a slot, in packing's word indexes
+  (UPat(Ops.CUSTOMI, arg=VIEW_OFFSET, name="x"), lambda ctx,x: ctx.off(int(x.src[0].vmin))),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: ctx.branch(ctx.r[gate], lambda: ctx.load(bidx), ty=ctx.ty(alt), alt=ctx.r[alt])),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), lambda ctx,bidx: ctx.load(bidx)),
@@ -451,21 +518,10 @@ spirv_lower = PatternMatcher([
   (UPat(GroupOp.ALU, name="x"), lambda ctx,x: ctx.alu(x)),
 ])
 
-def loop_back_edges(uops:list[UOp]) -> int:
-  """Upper bound of the loop back-edges one invocation runs (each loop entry counts one more, for its exit test)."""
-  total, mult = 0, [1]
-  for u in uops:
-    if u.op is Ops.RANGE and u.dtype != dtypes.void:
-      total += mult[-1] * (int(u.src[0].vmax) + 1)
-      mult.append(mult[-1] * int(u.src[0].vmax))
-    elif u.op is Ops.END and u.src[1].dtype != dtypes.void: mult.pop()
-  return total
-
 class SPIRVRenderer(Renderer):
   has_local, has_shared = True, True
   # the same native ops as the GLSL renderer, so tinygrad decomposes the same ones and both give the same results
   code_for_op = {op: lambda: None for op in GLSLRenderer.code_for_op}
-  supported_dtypes = GLSLRenderer.supported_dtypes
 
   def __init__(self, target):
     super().__init__(target)
@@ -473,25 +529,19 @@ class SPIRVRenderer(Renderer):
     self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
-    self.extra_matcher = (glsl_matcher if "nan32" in self.caps else glsl_matcher + nan_bits_matcher) + \
-      create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast
+    self.extra_matcher = extra_matcher(self.caps)
+    if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda: None}   # sin32.py lowers it
     self.compiler = SPIRVCompiler()
 
+  def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
+
   def render(self, uops:list[UOp]) -> str:
-    name = uops[-1].arg.function_name if uops and uops[-1].op is Ops.SINK and uops[-1].arg is not None else "test"
-    if (bad := {u.dtype for u in uops if u.dtype in TYPE} - self.supported_dtypes() - {dtypes.void}):
-      raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(d.name for d in bad))} "
-                         f"({'; '.join(sorted({_refusal(d) for d in bad}))})")
-    # until renderer/loops.py reshapes such kernels: never run one that llvmpipe's loop limiter would cut short
-    if self.caps.maxloop and (n := loop_back_edges(uops)) >= self.caps.maxloop:
-      raise CompileError(f"VULKAN: kernel {name} runs up to {n} loop iterations per invocation, and this driver stops every loop of an "
-                         f"invocation after {self.caps.maxloop} in total (Mesa llvmpipe, gallivm LP_MAX_TGSI_LOOP_ITERATIONS). Use a GPU "
-                         "driver, or split the work (e.g. smaller reductions).")
+    check_kernel(self.caps, uops, name := kernel_name(uops))
     k, local = SPIRVKernel(self, uops), [1, 1, 1]
     for u in uops:
       if u.op in (Ops.NOOP, Ops.GROUP, Ops.SINK) or (u.op is Ops.CONST and u.dtype in dtypes.weaks) or (u.op is Ops.STACK and not u.src): continue
       if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
-      if k.inner(u): continue
+      if k.inner(u) or u in k.skip: continue
       try: ret = spirv_lower.rewrite(u, ctx=k)
       except Exception as e:
         raise CompileError(f"VULKAN: kernel {name}: cannot lower {u.op} ({u.dtype}, arg={u.arg}) to SPIR-V: {type(e).__name__}: "
