@@ -31,7 +31,8 @@ refused).
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_element
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_element, graph_rewrite
+from tinygrad.codegen.late.linearizer import CFGContext, pm_add_control_flow, linearize
 from tinygrad.dtype import dtypes, AddrSpace, DType
 from tinygrad.device import CompileError
 from tinygrad.helpers import DEBUG, prod
@@ -75,13 +76,19 @@ def check_loop_budget(uops:list[UOp], budget:int, name:str) -> None:
                        "over the workgroup (VULKAN_DISABLE=spread?). Use a GPU driver or a smaller reduction.")
 
 def find_loops(sink:UOp) -> list[Loop]:
+  """The kernel's counted loops, each with the loops it runs inside as tinygrad's linearizer will nest them (its control flow
+  edges, then its priority toposort). The ranges a loop's END depends on are no guide: a loop that reads what an earlier loop left
+  in shared memory (PCONTIG's WEAK ranges) runs after that loop, not inside it."""
+  rngs = {u.arg: u for u in sink.toposort() if _counted(u)}
   ends = {r: u for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)}
-  @functools.cache
-  def outer(r:UOp) -> frozenset[UOp]:
-    # the loops still open where r ends, and (transitively) the loops those run in: a loop runs wherever its enclosing loop runs
-    direct = [o for o in ends[r].ranges if _counted(o) and o in ends]
-    return frozenset(direct).union(*(outer(o) for o in direct))
-  return [Loop(r, e, tuple(outer(r))) for r, e in ends.items()]
+  outer: dict[UOp, tuple[UOp, ...]] = {}
+  stack: list[UOp] = []
+  for u in linearize(graph_rewrite(sink, pm_add_control_flow, ctx=CFGContext(sink), bottom_up=True)):
+    if _counted(u) and (r := rngs[u.arg]) in ends:
+      outer[r] = tuple(stack)
+      stack.append(r)
+    elif u.op is Ops.END and _counted(u.src[1]) and stack and stack[-1] is rngs[u.src[1].arg]: stack.pop()
+  return [Loop(r, e, outer[r]) for r, e in ends.items()]
 
 @dataclass(frozen=True)
 class Shape:
