@@ -77,6 +77,18 @@ def test_loops_nested_through_a_dependency():
   x = data((32, 10))
   np.testing.assert_array_equal(Tensor(x).masked_select(Tensor(True)).numpy(), x.reshape(-1))
 
+@needs_budget
+@pytest.mark.parametrize("shape", [(4, 2, 16, 8), (3, 2, 13, 6)])
+def test_flash_attention_loops_in_sequence(shape):
+  # PCONTIG=2 keeps attention in one kernel: loops that fill shared memory (WEAK ranges), then loops that read it. The reading
+  # loops depend on the filling loops' indices but run after them, not inside them (upstream test_rangeify::TestPcontig).
+  # The reference is the same kernel on tinygrad's CPU device: tinygrad 0.14's PCONTIG=2 attention differs from softmax(qk^T)v
+  # there too (by ~0.5), so numpy's attention is no reference for it; PCONTIG=0 would hit tinygrad's schedule cache of this graph
+  q, k, v = (data(shape, lo=0.0, hi=1.0) for _ in range(3))
+  with Context(PCONTIG=2):
+    out, ref = (Tensor(q, device=d).scaled_dot_product_attention(Tensor(k, device=d), Tensor(v, device=d)).numpy() for d in ("VULKAN", "CPU"))
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
 class ConvNet:
   """The first block of tinygrad's examples/beautiful_mnist.py, narrower: conv, conv, batch norm, max pool, then a linear layer."""
   def __init__(self, c:int=8):
