@@ -5,7 +5,8 @@
 
 Each tinygrad device runs in a subprocess of its own (DEV is read at import) and writes its figures to a JSON file after every
 benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs with each renderer: the SPIR-V renderer (column
-VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput); the SPIR-V one again with
+VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput; the "paired" rows time both
+renderers call by call in one process, the fair kernel-speed comparison on a shared host); the SPIR-V one again with
 VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buffer graph) and LP_NUM_THREADS=0. Every figure is
 the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
 directly, without tinygrad.
