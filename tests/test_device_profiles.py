@@ -92,3 +92,51 @@ def test_info_shows_the_profile():
   assert r.returncode == 0, r.stderr
   assert "VULKAN_PROFILE=min" in r.stdout and "turned off by the profile" in r.stdout and "dtypes packed" in r.stdout, r.stdout
   if (inv := Device["VULKAN"].phys.real_caps().wginv) > 128: assert f"maxComputeWorkGroupInvocations {inv} -> 128" in r.stdout
+
+# ---- more buffers than maxPerStageDescriptorStorageBuffers (4 under the profiles): with bufferDeviceAddress the ones past it go by
+# address and the kernel stays whole; without it tinygrad splits the kernel (or the runtime refuses it, naming the limit).
+
+def test_abi_past_the_descriptor_limit():
+  from tinygrad import dtypes
+  from tinygrad_vk.renderer.abi import kernel_abi, max_kernel_bufs
+  mobile, poor = apply_profile(RICH, "mobile"), apply_profile(RICH, "min")
+  abi = kernel_abi(mobile, [(4, 100)] * 6, [dtypes.int])
+  assert abi.binding == (0, 1, 2, 3, None, None) and abi.address == (None, None, None, None, 8, 16) and abi.vars == ((24, dtypes.int),)
+  assert kernel_abi(poor, [(4, 100)] * 6, []).binding == (0, 1, 2, 3, 4, 5)   # no bda: the runtime refuses it
+  # 128 bytes of push constants: 16 of view offsets, 10 addresses, 32 kept for scalar vars
+  assert max_kernel_bufs(mobile, 32) == 14 and max_kernel_bufs(poor, 32) == 4 and max_kernel_bufs(RICH, 32) == 32
+  assert kernel_abi(mobile, [(4, 100)] * 14, [dtypes.long] * 4).pc_size <= mobile.pc < kernel_abi(mobile, [(4, 100)] * 15, [dtypes.long] * 4).pc_size
+
+MANY_BUFS = """
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor, Device
+import tinygrad.schedule.rangeify as rangeify
+from tinygrad_vk.instance import validation_messages
+from tinygrad_vk.renderer.abi import max_kernel_bufs
+from util import data, kernel_sources, shows
+xs = [data(1003, lo=-2, hi=2) for _ in range(7)]
+ts = [Tensor(x).realize() for x in xs]
+f = lambda a: a[0] * a[1] + a[2] - a[3] * a[4] + a[5] / (a[6] * a[6] + 1)   # 7 inputs and the output: 8 buffers
+caps = Device["VULKAN"].caps
+srcs = kernel_sources(f(ts))
+print("kernels", len(srcs), "address", sum(shows(s, "address") for s in srcs))
+assert rangeify.DEVICE_MAX_BUFS.get("VULKAN") == max_kernel_bufs(caps, 32) - 1
+try: out = f(ts).numpy()
+except RuntimeError as e: print("refused", e); raise SystemExit
+np.testing.assert_allclose(out, f(xs), rtol=1e-6, atol=1e-6)
+assert not validation_messages, validation_messages
+print("ok")"""
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_mobile_kernel_past_the_descriptor_limit(ren):
+  r = run_python(MANY_BUFS, {"VULKAN_PROFILE": "mobile", "DEV": f"VULKAN:{ren}", "VULKAN_VALIDATION": "1"})
+  assert r.returncode == 0 and "kernels 1 address 1" in r.stdout and "ok" in r.stdout, r.stdout + r.stderr
+
+@pytest.mark.parametrize("env", [{"VULKAN_PROFILE": "min"}, {"VULKAN_PROFILE": "mobile", "VULKAN_DISABLE": "bda"}])
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_no_bda_kernel_past_the_descriptor_limit(ren, env):
+  # tinygrad splits it into kernels of at most 3 buffers (or the runtime refuses one, naming the limit): right, or it raises
+  r = run_python(MANY_BUFS, {**env, "DEV": f"VULKAN:{ren}", "VULKAN_VALIDATION": "1"})
+  assert r.returncode == 0 and "address 0" in r.stdout, r.stdout + r.stderr
+  assert "ok" in r.stdout and "kernels 1 " not in r.stdout or "refused VULKAN:" in r.stdout and "maxPerStageDescriptorStorageBuffers" in r.stdout, r.stdout

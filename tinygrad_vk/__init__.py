@@ -12,13 +12,18 @@ DEFAULT_MAX_BUFS = 31
 
 class _DeviceMaxBufs(dict):
   """tinygrad's DEVICE_MAX_BUFS (the buffers one kernel may bind, read by its scheduler), whose VULKAN entries come from the device:
-  one under maxPerStageDescriptorStorageBuffers (tinygrad's splitting is best effort: two-output kernels, ops it cannot split at).
+  one under what a kernel can take (renderer/abi.py `max_kernel_bufs`: maxPerStageDescriptorStorageBuffers, and with
+  bufferDeviceAddress also the addresses the push constants hold past it). tinygrad's own check (schedule/rangeify.py
+  `_limit_bufs`) already counts the output: it splits an elementwise op whose inputs pass DEVICE_MAX_BUFS - 1, so DEVICE_MAX_BUFS
+  is meant as the kernel's total. That check is best effort (it looks at one op's inputs, and cannot split everywhere: two-output
+  kernels, ops it has no split for), so one buffer is kept in reserve.
   The scheduler reads it before anything else opens the device, so the first look-up of a VULKAN device string opens it.
   tinygrad looks it up by the raw device string ("VULKAN:1") for single-device kernels, by "VULKAN" for multi-device ones."""
   def get(self, key, default=None):
     if isinstance(key, str) and key.split(":")[0] == "VULKAN" and key not in self:
       from tinygrad.device import Device
-      self[key] = min(DEFAULT_MAX_BUFS, Device[key].caps.bufs - 1)
+      from tinygrad_vk.renderer.abi import max_kernel_bufs
+      self[key] = max_kernel_bufs(Device[key].caps, DEFAULT_MAX_BUFS + 1) - 1
     return super().get(key, default)
 
 def _device_limits(rangeify_module) -> None:

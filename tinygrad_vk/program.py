@@ -54,7 +54,9 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
-    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} binds {self.ndesc} buffers, the device allows {caps.bufs}")
+    if self.ndesc > caps.bufs:
+      raise RuntimeError(f"VULKAN: {self.name} binds {self.ndesc} buffers, the device allows {caps.bufs} (maxPerStageDescriptorStorageBuffers; "
+                         "more go by address only with bufferDeviceAddress)")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
     try: self.local_size, bindings, readonly, ro_addr = spirv_info(obj.lib)

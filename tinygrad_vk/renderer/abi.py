@@ -3,12 +3,14 @@
 
 A buffer parameter (slot 0..n-1) is
   - bound by descriptor: set 0, binding = its rank among the descriptor-bound slots; or
-  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange. A view is bound
+  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange, or when the
+    descriptor-bound slots before it already use up maxPerStageDescriptorStorageBuffers (the earliest slots keep descriptors;
+    how many buffers then fit is bounded by the push constants, see `max_kernel_bufs`). A view is bound
     from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
     n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
     binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded. (Measured on lavapipe, the
     descriptor path is no slower, see README; it also keeps devices without `bda` on one path.)
-  Without `bda` every slot is bound by descriptor and the runtime refuses a binding past the range.
+  Without `bda` every slot is bound by descriptor and the runtime refuses a binding past the range, or past the descriptor limit.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256)
   then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from tinygrad.device import TinyELF
-from tinygrad.dtype import DType
+from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import ceildiv, round_up
 from tinygrad_vk.caps import Caps
 
@@ -50,7 +52,7 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
   binding, address, ndesc = [], [], 0
   off = 4 * ceildiv(len(bufs), 4)
   for isz, n in bufs:
-    if by_address(caps, isz, n):
+    if by_address(caps, isz, n) or ("bda" in caps and ndesc >= caps.bufs):
       off = round_up(off, 8)
       binding.append(None); address.append(off)
       off += 8
@@ -64,3 +66,13 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
 def numel(shape:tuple|None) -> int|None:
   """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""
   return math.prod(shape) if shape is not None and all(isinstance(s, int) for s in shape) else None
+
+# push-constant room kept for a kernel's scalar vars (symbolic shapes) when counting how many buffers fit: four 64-bit vars
+VAR_MARGIN = 4
+
+def max_kernel_bufs(caps:Caps, limit:int) -> int:
+  """The most buffers (at most `limit`) one kernel can take: the descriptor limit, and with `bda` also the address slots past it
+  that the push constants hold beside the view offsets and VAR_MARGIN scalar vars."""
+  if "bda" not in caps: return min(limit, caps.bufs)
+  fits = lambda n: kernel_abi(caps, [(4, 1)] * n, [dtypes.int64] * VAR_MARGIN).pc_size <= caps.pc
+  return max([n for n in range(min(limit, caps.bufs), limit + 1) if fits(n)], default=min(limit, caps.bufs))
