@@ -5,7 +5,8 @@
 
 Each tinygrad device runs in a subprocess of its own (DEV is read at import) and writes its figures to a JSON file after every
 benchmark, so a crash or timeout loses only what had not run yet. VULKAN runs with each renderer: the SPIR-V renderer (column
-VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput); the SPIR-V one again with
+VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows and kernel throughput; the "paired" rows time both
+renderers call by call in one process, the fair kernel-speed comparison on a shared host); the SPIR-V one again with
 VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buffer graph) and LP_NUM_THREADS=0. Every figure is
 the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
 directly, without tinygrad.
@@ -20,6 +21,8 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
         ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"),
         ("gemm1024_bda", "GEMM 1024, by device address", "GFLOP/s"), ("add16M_bda", "add 16M, by device address", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
+        ("paired_gemm1024", "GEMM 1024 SPIR-V/GLSL, paired", "x"), ("paired_add16M", "add 16M SPIR-V/GLSL, paired", "x"),
+        ("paired_conv2d", "conv2d SPIR-V/GLSL, paired", "x"),
         ("launch_eager", "launch eager realize()", "us"), ("launch_eager_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("launch_eager_sync", "launch eager realize()+sync", "us"),
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
@@ -90,6 +93,24 @@ def worker(tasks:list[str], quick:bool, out_path:str):
   def conv():
     x, w = Tensor.rand(8, 32, 64, 64).realize(), Tensor.rand(64, 32, 3, 3).realize()
     return rate(times(lambda: x.conv2d(w, padding=1).realize()), 2 * 8 * 64 * 64 * 64 * 32 * 9 / 1e9, "GFLOP/s")
+
+  def paired():
+    # the renderers side by side in one process (Context(DEV=VULKAN:<renderer>) picks one per call), alternating call by call:
+    # separate processes minutes apart differ by +-30% on a loaded host, a pair of consecutive calls shares its load
+    n, out = (5 if quick else 15), {}
+    a, b = Tensor.rand(1024, 1024).realize(), Tensor.rand(1024, 1024).realize()
+    x, y = Tensor.rand(N16M).realize(), Tensor.rand(N16M).realize()
+    cx, cw = Tensor.rand(8, 32, 64, 64).realize(), Tensor.rand(64, 32, 3, 3).realize()
+    for key, fn in (("gemm1024", lambda: (a @ b).realize()), ("add16M", lambda: (x + y).realize()),
+                    ("conv2d", lambda: cx.conv2d(cw, padding=1).realize())):
+      t: dict[str, list[float]] = {"SPIRV": [], "GLSL": []}
+      for i in range(n + WARM):
+        for r in (("SPIRV", "GLSL") if i % 2 else ("GLSL", "SPIRV")):
+          with Context(DEV=f"{Device.DEFAULT}:{r}"):
+            st = time.perf_counter(); fn(); dev.synchronize()
+            if i >= WARM: t[r].append(time.perf_counter() - st)
+      out[f"paired_{key}"] = stat([g / s for s, g in zip(t["SPIRV"], t["GLSL"])], "x")   # GLSL time / SPIR-V time = speed ratio
+    return out
 
   def eager(sync:bool):
     n, a = (100 if quick else 500), [Tensor.zeros(1).contiguous().realize()]
@@ -194,6 +215,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
   benches = {"gemm512": lambda: gemm(512), "gemm1024": lambda: gemm(1024, reps=2 if quick else R),
              "gemm2048": lambda: gemm(2048, reps=3, warm=1), "gemm1024_beam2": gemm_beam, "add16M": add, "sum16M": sum_, "conv2d": conv,
              "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit,
+             "paired": paired,
              "compile": compile_cost, "copy": copies, "cnn_train": cnn, "cnn_first": cnn_first}
   for name in tasks:
     try:
@@ -266,13 +288,14 @@ def main():
 
   t_start, q = time.perf_counter(), ["--quick"] if args.quick else []
   tasks = ["gemm512", "gemm1024"] + ([] if args.quick else ["gemm2048"]) + \
-          ["add16M", "sum16M", "conv2d", "launch_eager", "launch_eager_sync", "launch_jit", "compile", "copy", "cnn_train"]
+          ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "compile", "copy", "cnn_train"]
   me, limit = os.path.abspath(__file__), 100 if args.quick else 1200
   info = machine()
   groups = {"compile": [f"compile_{k}" for k in ("schedule", "codegen", "compiler", "pipeline")],
-            "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"]}
+            "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"], "paired": ["paired_gemm1024", "paired_add16M", "paired_conv2d"]}
   keys = [k for t in tasks for k in groups.get(t, [t])]
-  expected = {"VULKAN": keys, "CPU": keys}
+  cpu_tasks = [t for t in tasks if t != "paired"]   # the renderer pairing is VULKAN's own
+  expected = {"VULKAN": keys, "CPU": [k for t in cpu_tasks for k in groups.get(t, [t])]}
   results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN:SPIRV"}, limit)}
   # the GLSL renderer: cold rows and kernel throughput
   glsl_tasks = ["gemm512", "gemm1024", "add16M", "conv2d", "compile", "cnn_train"]
@@ -297,7 +320,7 @@ def main():
   for env, task, rows, timeout in extra:
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN:SPIRV", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
-  results["CPU"] |= run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "CPU"}, limit)
+  results["CPU"] |= run_sub([me, "--worker", ",".join(cpu_tasks)] + q, {"DEV": "CPU"}, limit)
   try: results["numpy"] = numpy_bench(args.quick)
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
@@ -353,9 +376,11 @@ def main():
     "cold CNN step 1st call VULKAN / CPU": ratio(V.get("cnn_first"), C.get("cnn_first")),
     "cold CNN step 1st call VULKAN / CPU, PARALLEL=0": ratio(V.get("cnn_first_serial"), C.get("cnn_first_serial")),
     "cold CNN step 1st call GLSL / SPIR-V": ratio(G.get("cnn_first"), V.get("cnn_first")),
-    "GEMM 1024 SPIR-V / GLSL": ratio(V.get("gemm1024"), G.get("gemm1024")),
-    "add 16M SPIR-V / GLSL": ratio(V.get("add16M"), G.get("add16M")),
-    "conv2d SPIR-V / GLSL": ratio(V.get("conv2d"), G.get("conv2d")),
+    "GEMM 1024 SPIR-V / GLSL (separate processes)": ratio(V.get("gemm1024"), G.get("gemm1024")),
+    "add 16M SPIR-V / GLSL (separate processes)": ratio(V.get("add16M"), G.get("add16M")),
+    "conv2d SPIR-V / GLSL (separate processes)": ratio(V.get("conv2d"), G.get("conv2d")),
+    **{f"{lbl} SPIR-V / GLSL, paired in one process": V.get(f"paired_{k}", {}).get("med")
+       for k, lbl in (("gemm1024", "GEMM 1024"), ("add16M", "add 16M"), ("conv2d", "conv2d"))},
     "CNN train steps/s SPIR-V / GLSL": ratio(V.get("cnn_train"), G.get("cnn_train")),
   }
   print("\nratios (median / median; launch: lower is better, throughput: higher is better)")
