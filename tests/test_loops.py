@@ -60,9 +60,12 @@ def test_long_reduction_in_one_kernel(n):
   ((2, 70001), lambda x: x.softmax(1)), ((70001, 4), lambda x: x[:, :3].sum()),    # two reduce loops that do not merge
   ((4, 70001), lambda x: x.sum(1).contiguous(arg=(Opt(OptOps.UPCAST, 0, 4),)))],    # user opts: applied, then spread
   ids=["sum", "min", "std", "argmax", "any", "int sum", "softmax", "2 loops", "user opts"])
-def test_spread_reductions(shape, fn):
+def test_spread_reductions(shape, fn, request):
   x = data(shape)
-  np.testing.assert_allclose(fn(Tensor(x)).numpy(), fn(Tensor(x, device="CPU").cast(dtypes.float64)).numpy(), rtol=1e-4, atol=1e-3)
+  # float32 sums of 70001 terms that cancel to ~0.1 are off by ~1e-3 in any order (seen under VULKAN_PROFILE=mobile); a lost
+  # element moves them by ~1. The other cases keep 1e-3: softmax's values are ~1e-5.
+  atol = 1e-2 if request.node.callspec.id in ("sum", "user opts") else 1e-3
+  np.testing.assert_allclose(fn(Tensor(x)).numpy(), fn(Tensor(x, device="CPU").cast(dtypes.float64)).numpy(), rtol=1e-4, atol=atol)
 
 @needs_budget
 def test_noopt_and_matvec():
