@@ -49,7 +49,7 @@ def is_spirv(src:str) -> bool: return src.startswith("; tinygrad_vk SPIR-V")
 # what a kernel's source shows of a lowering path, in GLSL and in the SPIR-V renderer's assembly
 MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier")),     # shared memory and barriers
          "vec4": (("vec4(",), ("OpCompositeConstruct %v4",)),                            # 4-lane vector values
-         "vec4_var": (("_v4[",), ("_v4",)),                                              # a vec4 declaration of a binding
+         "vec4_var": (("vec4[",), ("_v4",)),                                              # a vec4 declaration of a binding
          "address": (("buffer_reference",), ("PhysicalStorageBuffer",)),                 # a buffer passed by device address
          "address64": (("_at(", "uint64_t(_p"), ("OpConvertUToPtr",)),                   # its element address computed in 64 bits
          "atomic": (("atomicAnd(",), ("OpAtomicAnd",))}                                  # a read-modify-write store of a packed field

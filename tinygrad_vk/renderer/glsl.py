@@ -14,17 +14,16 @@ Layout of a rendered kernel (the ABI itself, shared with the runtime, is rendere
 """
 from __future__ import annotations
 import math, struct
-from dataclasses import dataclass
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
-from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import VEC_ALIGN
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, dtname, kernel_name,
-                                         UINT_OF_SIZE, multiple_of, is_view)
-from tinygrad_vk.renderer.packing import packed_dtypes, word_array, read_modify_write
+from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
+from tinygrad_vk.renderer.views import MEMORY
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -79,122 +78,65 @@ def guard(op:str, x:str, dt:DType) -> str:
   if op == "log2": return f"(({x})<{lit(dt, 0)}?{nan}:(({x})=={lit(dt, 0)}?-{inf}:log2({x})))"
   return f"(({x})<{lit(dt, 0)}?{nan}:sqrt({x}))"
 
-def _buf_slot(b:UOp) -> int|None:
-  bu = b.buf_uop
-  return bu.arg.slot if bu.op is Ops.PARAM and bu.addrspace == AddrSpace.GLOBAL else None
-
 def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
-  """An index as int, or as int64 for an access through a 64-bit address (see _addr64)."""
+  """An index as int, or as int64 for an access through a 64-bit address (Access.addr64)."""
   i = strip_parens(ctx[idx]) if idx.arg is Ops.ADD else ctx[idx]
   if addr64: return i if idx.dtype == dtypes.long else f"int64_t({i})"
   return i if idx.dtype == dtypes.int else f"int({i})"
 
-def _addr64(ctx:GLSLRenderer, slot:int|None, *idxs:UOp) -> bool: return slot is not None and ctx.plan.addr64(slot, *idxs)
+# Memory accesses as the shared plan decides them (kernel.Access). GLSL has no pointer casts: another declaration of a buffer's
+# memory is an alias of the same binding (Vulkan lets several variables share one), declared by render_kernel.
+def _name(ctx:GLSLRenderer, a:Access) -> str:
+  if ctx.plan.own(a): return ctx[a.base]
+  t = f"{VEC[a.dtype]}{a.vec}" if a.vec > 1 else TYPES[a.dtype]
+  return ctx.aliases.setdefault(a.slot, {}).setdefault(t, f"{ctx[a.base]}_{t}")
 
-# Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))). GLSL has no pointer casts, so a view is read through an
-# aliased declaration of the same binding (Vulkan lets several variables share a binding). Every byte offset in the chain is a
-# multiple of the smallest element size w it involves, so the view is addressed in w-byte words: a view element of w bytes is
-# one word of an alias of the view's own type, a wider one is put together from (or split into) k words of a w-byte uint alias.
+def at(ctx:GLSLRenderer, a:Access, j:int=0) -> str:
+  """Element j of the access (one of its k words)."""
+  def term(t:UOp|None, s:int) -> str:
+    v = (f"int64_t(_o{a.slot})" if a.addr64 else f"_o{a.slot}") if t is OFFSET else _int_idx(ctx, t, a.addr64)
+    return v if s == 1 else f"({v})*{s}"
+  i = "+".join(term(t, s) for t, s in a.terms) + (f"+{a.add + j}" if a.add + j else "")
+  if a.shift: i = f"({i})>>{a.shift}"
+  return f"{_name(ctx, a)}_at({i})" if a.addr64 else f"{_name(ctx, a)}[{i}]"
 
-@dataclass(frozen=True)
-class ViewAccess:
-  name: str       # the (alias) array
-  word: str       # index of the first word
-  k: int          # words per view element
-  wdt: DType      # word dtype
-  addr64: bool    # int64 index: the element address is computed in 64 bits (_addr64)
-  def at(self, j:int=0) -> str:
-    w = f"{self.word}+{j}" if j else self.word
-    return f"{self.name}_at({w})" if self.addr64 else f"{self.name}[{w}]"
+def _read(ctx:GLSLRenderer, a:Access, dt:DType) -> str:
+  if a.k > 1:   # a view element of k words, little end first
+    u = TYPES[UINT_OF_SIZE[dt.itemsize]]
+    return render_bitcast(dt, UINT_OF_SIZE[dt.itemsize],
+                          "(" + "|".join(f"({u}({at(ctx, a, j)})<<{8*a.dtype.itemsize*j})" if j else f"{u}({at(ctx, a)})" for j in range(a.k)) + ")")
+  # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
+  return f"(uint({at(ctx, a)})!=0u)" if dt == dtypes.bool and a.dtype != dt else at(ctx, a)
 
-def view_access(ctx:GLSLRenderer, b:UOp, idx:UOp) -> ViewAccess:
-  idxs, v = [(idx, b.dtype.itemsize)], b   # (element offset, element size) summed into bytes
-  while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
-    if v.op is Ops.SHRINK: idxs.append((v.src[1], v.dtype.itemsize))
-    v = v.src[0]
-  if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"VULKAN: no GLSL for a buffer view of {v.op}")
-  addr64 = _addr64(ctx, v.arg.slot, *(i for i, _ in idxs))
-  terms = [(_int_idx(ctx, i, addr64), s) for i, s in idxs]
-  if dtypes.bool in (b.dtype, v.dtype): raise CompileError("VULKAN: no GLSL for a bitcast view of a bool buffer")
-  terms.append((f"int64_t(_o{v.arg.slot})" if addr64 else f"_o{v.arg.slot}", v.dtype.itemsize))
-  w = min(s for _, s in terms)
-  word = "+".join(t if s == w else f"({t})*{s//w}" for t, s in reversed(terms))
-  k, wdt = b.dtype.itemsize // w, (b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
-  name = ctx[v] if wdt == v.dtype else f"{ctx[v]}_{dtname(wdt)}"
-  if wdt != v.dtype: ctx.aliases.setdefault(v.arg.slot, {})[TYPES[wdt]] = name
-  return ViewAccess(name, word, k, wdt, addr64)
-
-def _elem(ctx:GLSLRenderer, b:UOp, idx:UOp, j:int=0) -> str:
-  """Element idx+j of a buffer; a global one is offset by its view's _o."""
-  slot = _buf_slot(b)
-  if _addr64(ctx, slot, idx): return f"{ctx[b]}_at({_int_idx(ctx, idx, True)}+int64_t(_o{slot}{f'+{j}' if j else ''}))"
-  i = _int_idx(ctx, idx)
-  if j: i = f"{i}+{j}"
-  return f"{ctx[b]}[{i}+_o{slot}]" if slot is not None else f"{ctx[b]}[{i}]"
-
-def _word_array(ctx:GLSLRenderer, bidx:UOp) -> str|None:
-  """The uint array of a word access of a buffer of 1/2-byte elements (packing.word_array): the buffer itself, or a uint alias."""
-  if (w := word_array(ctx.caps, bidx)) is None: return None
-  base, own = w
-  return ctx[base] if own else ctx.aliases.setdefault(base.arg.slot, {}).setdefault("uint", f"{ctx[base]}_uint")
+def _write(ctx:GLSLRenderer, a:Access, dt:DType, v:str) -> str:
+  if a.k > 1:
+    u = UINT_OF_SIZE[dt.itemsize]
+    return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, v)};" + \
+      "".join(f" {at(ctx, a, j)} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});" for j in range(a.k)) + " }"
+  return f"{at(ctx, a)} = {f'uint8_t({v}?1u:0u)' if dt == dtypes.bool and a.dtype != dt else v};"
 
 def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
-  if (words := _word_array(ctx, x)) is not None: return f"{words}[{_int_idx(ctx, idx)}]"
-  if is_view(b):
-    return view_access(ctx, b, idx).at()
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
-  if b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG): return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
-  return _elem(ctx, b, idx)
-
-# Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). When tinygrad's index is a multiple of n, a global buffer is
-# read through a vecN declaration of the same binding, provided the view's element offset _o (known only at launch) is a multiple
-# of n too. That is the specialization constant _a<slot> (the alignment of _o: 4, 2 or 1; constant_id = slot), so the driver folds
-# the test when it builds the pipeline. Otherwise, and for local/register buffers, they are n scalar accesses packed into a vector.
-def _vector_alias(ctx:GLSLRenderer, sh:UOp) -> tuple[str, str]|None:
-  """(condition, vector element) for an aligned vector access of a global buffer, or None."""
-  b, n = sh.src[0], sh.max_numel()
-  if (slot := _buf_slot(b)) is None or b.op is not Ops.PARAM or n not in (2, 4) or b.dtype not in VEC or b.dtype == dtypes.bool: return None
-  if multiple_of(sh.src[1]) % n or "vec" not in ctx.caps or _addr64(ctx, slot, sh.src[1]): return None
-  name = ctx.aliases.setdefault(slot, {}).setdefault(f"{VEC[b.dtype]}{n}", f"{ctx[b]}_v{n}")
-  return f"(_a{slot}>={n})", f"{name}[({_int_idx(ctx, sh.src[1])}+_o{slot})>>{n.bit_length()-1}]"
-
-def _lanes(ctx:GLSLRenderer, sh:UOp) -> list[str]:
-  if sh.src[0].op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no GLSL for a vector access through {sh.src[0].op}")
-  return [_elem(ctx, sh.src[0], sh.src[1], j) for j in range(sh.max_numel())]
-
-def _wide_view(ctx:GLSLRenderer, bidx:UOp) -> ViewAccess|None:
-  if bidx.op is not Ops.INDEX or not is_view(bidx.src[0]) or _word_array(ctx, bidx) is not None: return None
-  return va if (va := view_access(ctx, bidx.src[0], bidx.src[1])).k > 1 else None
+  if b.addrspace not in MEMORY: return f"({ctx[b]})[{_int_idx(ctx, idx)}]"
+  return at(ctx, ctx.plan.access(x))
 
 def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   if bidx.op is Ops.SHRINK:
-    packed = f"{ctx.render_type(bidx)}({', '.join(_lanes(ctx, bidx))})"
-    return f"({cond}?{vec}:{packed})" if (va := _vector_alias(ctx, bidx)) is not None and (cond := va[0]) and (vec := va[1]) else packed
-  if (va := _wide_view(ctx, bidx)) is not None:
-    dt = bidx.dtype
-    u = UINT_OF_SIZE[dt.itemsize]
-    bits = "|".join(f"({TYPES[u]}({va.at(j)})<<{8*va.wdt.itemsize*j})" if j else f"{TYPES[u]}({va.at()})"
-                    for j in range(va.k))
-    return render_bitcast(dt, u, f"({bits})")
-  # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
-  return f"(uint({ctx[bidx]})!=0u)" if bidx.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[bidx]
+    vec, lanes = ctx.plan.vector(bidx)
+    packed = f"{ctx.render_type(bidx)}({', '.join(_read(ctx, l, bidx.dtype) for l in lanes)})"
+    return packed if vec is None else f"((_a{vec.slot}>={vec.vec})?{at(ctx, vec)}:{packed})"
+  return _read(ctx, ctx.plan.access(bidx), bidx.dtype) if bidx.src[0].addrspace in MEMORY else ctx[bidx]
 
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
   if (rmw := read_modify_write(bidx, v)) is not None:
     keep, field = rmw
     return f"atomicAnd({ctx[bidx]}, {ctx[keep]});" + (f" atomicOr({ctx[bidx]}, {ctx[field]});" if field is not None else "")
   if bidx.op is Ops.SHRINK:
-    packed = "".join(f" {l} = _v[{j}];" for j, l in enumerate(_lanes(ctx, bidx)))
-    if (va := _vector_alias(ctx, bidx)) is not None: packed = f" if {va[0]} {va[1]} = _v; else {{{packed} }}"
+    vec, lanes = ctx.plan.vector(bidx)
+    packed = "".join(" " + _write(ctx, l, v.dtype, f"_v[{j}]") for j, l in enumerate(lanes))
+    if vec is not None: packed = f" if (_a{vec.slot}>={vec.vec}) {at(ctx, vec)} = _v; else {{{packed} }}"
     return f"{{ {ctx.render_type(v)} _v = {ctx[v]};{packed} }}"
-  if (va := _wide_view(ctx, bidx)) is not None:
-    dt = v.dtype
-    u = UINT_OF_SIZE[dt.itemsize]
-    return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, ctx[v])};" + \
-      "".join(f" {va.at(j)} = {TYPES[va.wdt]}(_t>>{8*va.wdt.itemsize*j});" if j else f" {va.at()} = {TYPES[va.wdt]}(_t);"
-              for j in range(va.k)) + " }"
-  val = f"uint8_t({ctx[v]}?1u:0u)" if v.dtype == dtypes.bool and _buf_slot(bidx) is not None else ctx[v]
-  return f"{ctx[bidx]} = {val};"
+  return _write(ctx, ctx.plan.access(bidx), v.dtype, ctx[v])
 
 glsl_rewrite = PatternMatcher([
   (UPat.cvar("c").cast(dtypes.bfloat16, name="x"), lambda ctx,x,c: lit(x.dtype, c.val)),
@@ -222,15 +164,13 @@ glsl_rewrite = PatternMatcher([
 def _bool_op(sym:str, bsym:str):
   return lambda a,b,dtype: f"({a}{bsym}{b})" if dtype == dtypes.bool else f"({a}{sym}{b})"
 
-class GLSLRenderer(CStyleLanguage):
+class GLSLRenderer(VulkanRenderer, CStyleLanguage):
   float4, float4_style = "float4", ("(", ")")   # STACK renders as vecN(a, b, ...): render_type gives vecN
-  has_local, has_shared = True, True
   barrier = "barrier();"   # glslang emits OpControlBarrier with WorkgroupMemory semantics: enough for shared memory
   code_for_workitem = {"g": lambda x: f"int(gl_WorkGroupID.{'xyz'[int(x)]})", "l": lambda x: f"int(gl_LocalInvocationID.{'xyz'[int(x)]})"}
   type_map = TYPES
   infinity, nan = "uintBitsToFloat(0x7f800000u)", "uintBitsToFloat(0x7fc00000u)"
-  # SIN is left out on purpose: Vulkan only bounds its error inside [-pi, pi], so tinygrad's decomposition is used instead
-  code_for_op = {
+  code_for_op = {   # kernel.NATIVE_OPS
     Ops.SQRT: lambda x,dtype: guard("sqrt", x, dtype), Ops.LOG2: lambda x,dtype: guard("log2", x, dtype),
     Ops.EXP2: lambda x,dtype: f"exp2({x})", Ops.TRUNC: lambda x,dtype: f"trunc({x})",
     Ops.RECIPROCAL: lambda x,dtype: f"({lit(dtype, 1)}/{x})", Ops.NEG: lambda x,dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
@@ -247,13 +187,6 @@ class GLSLRenderer(CStyleLanguage):
 
   def __init__(self, target):
     super().__init__(target)
-    self.caps = Caps.decode(target.arch)
-    self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
-    self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
-    self.supports_float4 = "vec" in self.caps
-    self.extra_matcher = extra_matcher(self.caps)
-    # SIN is kept through tinygrad's decompositions where its sin needs 64-bit integers: sin32.py lowers it (check_kernel checks)
-    if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda x,dtype: ""}
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
@@ -263,17 +196,11 @@ class GLSLRenderer(CStyleLanguage):
     return f"{VEC[dtype]}{sz}"
 
   def render(self, uops:list[UOp]) -> str:
-    check_kernel(self.caps, uops, kernel_name(uops))
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
-    self.plan = plan_kernel(self.caps, uops)
+    self.plan = self.kernel_plan(uops)
     return super().render(uops)
 
-  def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
-
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
-    local = [1, 1, 1]
-    for u in uops:
-      if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
     shared = [l.strip() for l in kernel if l.lstrip().startswith("shared ")]
     body = [l for l in kernel if not l.lstrip().startswith("shared ")]
     names = {u: name for name, (u, _) in bufs}
@@ -283,7 +210,7 @@ class GLSLRenderer(CStyleLanguage):
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
              if any(b.address is not None for b in plan.bufs.values()) else [])),
-             f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;"]
+             "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []
     for slot, b in sorted(plan.bufs.items()):
       name = names[b.uop]

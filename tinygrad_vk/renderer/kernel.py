@@ -3,11 +3,13 @@
     sin without int64 (sin32.py), 8/16-bit packing (packing.py), the loop budget (loops.py));
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
   * `plan_kernel`: the declaration plan of a kernel's buffers and scalars under the kernel ABI (abi.py, which the runtime packs):
-    per slot its descriptor binding or push-constant address, the element type it is declared with, whether it is written.
+    per slot its descriptor binding or push-constant address, the element type it is declared with, whether it is written;
+    and per memory access (`KernelPlan.access`, `.vector`) which declaration it goes through and how its index is made up:
+    views, 8/16-bit words, vector aliases, 64-bit addresses. A renderer only writes what the plan says in its syntax;
+  * `VulkanRenderer`: what both renderers declare to tinygrad (limits, native ops, dtypes) from the device's Caps.
 """
 from __future__ import annotations
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
@@ -15,10 +17,12 @@ from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
-from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES
+from tinygrad.renderer import Renderer
+from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
 from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array
+from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
@@ -73,21 +77,15 @@ def refusal(dt:DType) -> str: return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2]
 
 UINT_OF_SIZE = {1: dtypes.uchar, 2: dtypes.ushort, 4: dtypes.uint, 8: dtypes.ulong}
 
-def is_view(b:UOp) -> bool:
-  """A buffer view inside a kernel: BITCAST/SHRINK of a global PARAM, addressed by the INDEX that uses it."""
-  return b.op in (Ops.BITCAST, Ops.SHRINK) and b.addrspace == AddrSpace.GLOBAL
-
-def multiple_of(u:UOp) -> int:
-  """A number u is always a multiple of (1 when unknown), read off the index expression after tinygrad's late rewrites."""
-  if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]   # literals are CAST(CONST) by now
-  if u.op is Ops.CONST: return abs(int(u.arg)) or 1 << 30
-  if u.op is Ops.ADD: return math.gcd(multiple_of(u.src[0]), multiple_of(u.src[1]))
-  if u.op is Ops.MUL: return multiple_of(u.src[0]) * multiple_of(u.src[1])
-  if u.op is Ops.SHL and (k := multiple_of(u.src[1])) < 32 and u.src[1].op in (Ops.CONST, Ops.CAST): return multiple_of(u.src[0]) << k
-  return 1
-
 def kernel_name(uops:list[UOp]) -> str:
   return uops[-1].arg.function_name if uops and uops[-1].op is Ops.SINK and uops[-1].arg is not None else "test"
+
+def local_size(uops:list[UOp]) -> tuple[int, int, int]:
+  """The workgroup size baked into the shader: tinygrad's local dimensions (the runtime dispatches `global_size` workgroups)."""
+  local = [1, 1, 1]
+  for u in uops:
+    if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
+  return (local[0], local[1], local[2])
 
 @dataclass(frozen=True)
 class Buf:
@@ -98,17 +96,78 @@ class Buf:
   address: int|None     # push-constant byte offset of its address
   writable: bool        # some STORE writes it (else readonly: the runtime needs no write hazard)
 
+OFFSET = None   # an Access term that is the view offset _o<slot>: the element offset of the view inside its binding (abi.py)
+
+@dataclass(frozen=True)
+class Access:
+  """One access of a kernel's memory, as every renderer writes it: element `index` of a declaration of `base`'s memory whose
+  elements are `dtype` (vecN of it where vec > 1), index = (sum of term * scale, + add) >> shift. The index is int32, or int64
+  where `addr64`: the element's address is then computed in 64 bits (base address + index * element size, abi.py). A value
+  of the access spans `k` consecutive elements, little end first (a view element wider than the words it is made of).
+  A global buffer's declarations: its own (`Buf.dtype`, vec 1), and others of the same binding (or address) for views,
+  uint words and aligned vecN accesses. A LOCAL or REG buffer has only its own."""
+  base: UOp                                  # the PARAM (global) or BUFFER (LOCAL, REG)
+  dtype: DType
+  terms: tuple[tuple[UOp|None, int], ...]    # (index UOp, or OFFSET; scale)
+  add: int = 0
+  vec: int = 1
+  shift: int = 0
+  k: int = 1
+  addr64: bool = False
+  @property
+  def slot(self) -> int|None: return self.base.arg.slot if self.base.op is Ops.PARAM else None
+
 @dataclass(frozen=True)
 class KernelPlan:
+  caps: Caps
   abi: KernelABI
   bufs: dict[int, Buf]                  # slot -> buffer, for the slots the kernel still uses
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
+  local: tuple[int, int, int]
   @property
   def nwords(self) -> int: return ceildiv(len(self.abi.binding), 4)   # words of _off[], the view offsets (a byte each)
-  def addr64(self, slot:int, *idxs:UOp) -> bool:
+  def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
     A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
     return slot in self.bufs and self.bufs[slot].address is not None and any(i.dtype == dtypes.long for i in idxs)
+
+  def own(self, a:Access) -> bool:
+    """Whether the access goes through the buffer's own declaration (else another declaration of its memory)."""
+    return a.slot is None or (a.dtype, a.vec) == (self.bufs[a.slot].dtype, 1)
+
+  def access(self, bidx:UOp, j:int=0) -> Access:
+    """The access of INDEX(buffer or view, index), element j past it."""
+    b, i = bidx.src
+    if (words := word_array(self.caps, bidx)) is not None:   # a word of 1/2-byte elements: the index holds the view offset
+      return Access(words, dtypes.uint, ((i, 1),), j)
+    if is_view(b):
+      # every byte offset in the chain is a multiple of the smallest element size w it involves: the view is addressed in w-byte
+      # words, of the view's own type where its elements are w bytes, else k words of a w-byte uint for each element
+      base, terms, _ = chain(bidx)
+      if dtypes.bool in (b.dtype, base.dtype): raise CompileError("VULKAN: no bitcast view of a bool buffer")
+      addr64 = self.addr64(base.arg.slot, *(t for t, _ in terms))
+      terms.append((OFFSET, base.dtype.itemsize))
+      w = min(s for _, s in terms)
+      wdt = b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]
+      return Access(base, wdt, tuple((t, s // w) for t, s in reversed(terms)), j, k=b.dtype.itemsize // w, addr64=addr64)
+    return self.element(b, i, j)
+
+  def element(self, b:UOp, i:UOp, j:int=0) -> Access:
+    """Element i+j of a buffer (a PARAM or BUFFER, maybe under AFTER); a global one is offset by its view's _o."""
+    base = b.buf_uop
+    if base.op is Ops.PARAM: return Access(base, self.bufs[base.arg.slot].dtype, ((i, 1), (OFFSET, 1)), j, addr64=self.addr64(base.arg.slot, i))
+    return Access(base, base.dtype, ((i, 1),), j)
+
+  def vector(self, sh:UOp) -> tuple[Access|None, list[Access]]:
+    """A coalesced (float4) access SHRINK(buffer, index, n): its n scalar accesses, and the vecN access that replaces them when
+    the view offset keeps it aligned (None where it never can). Where tinygrad's index is a multiple of n, it is aligned when
+    _o<slot> is too: the specialization constant _a<slot> says so (constant id = slot; one pipeline per alignment, program.py)."""
+    b, n = sh.src[0], sh.max_numel()
+    if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no vector access through {b.op}")
+    lanes = [self.element(b, sh.src[1], j) for j in range(n)]
+    if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
+       multiple_of(sh.src[1]) % n or lanes[0].addr64: return None, lanes
+    return replace(lanes[0], vec=n, shift=n.bit_length() - 1), lanes
 
 def _stored_param(st:UOp) -> UOp:
   b = st.src[0]
@@ -130,4 +189,31 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   packed = packed_dtypes(caps)
   bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
-  return KernelPlan(abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)))
+  return KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
+
+# ---- the renderers' common part
+
+# the ops both renderers have native code for: tinygrad decomposes the others, the same way for both, so they compute the same bits.
+# SIN is left out on purpose: Vulkan bounds its error only on [-pi, pi], so tinygrad's decomposition is used instead (where that
+# needs int64 the renderer keeps SIN and sin32.py lowers it, see keeps_sin).
+NATIVE_OPS = (Ops.SQRT, Ops.LOG2, Ops.EXP2, Ops.TRUNC, Ops.RECIPROCAL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.ADD, Ops.MUL, Ops.SUB,
+              Ops.FDIV, Ops.CDIV, Ops.CMOD, Ops.CMPNE, Ops.CMPEQ, Ops.CMPLT, Ops.SHR, Ops.SHL, Ops.WHERE)
+
+class VulkanRenderer(Renderer):
+  """What the GLSL and SPIR-V renderers declare to tinygrad, from the device's Caps (Target.arch), and the plan of a kernel."""
+  has_local, has_shared = True, True
+  def __init__(self, target):
+    super().__init__(target)
+    self.caps = Caps.decode(target.arch)
+    self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
+    self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
+    self.supports_float4 = "vec" in self.caps
+    self.extra_matcher = extra_matcher(self.caps)
+    # tinygrad reads only which ops are native; a renderer that has no code for one (SIN, lowered before rendering) keeps a stub
+    self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + ((Ops.SIN,) if keeps_sin(self.caps) else ())}
+
+  def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
+
+  def kernel_plan(self, uops:list[UOp]) -> KernelPlan:
+    check_kernel(self.caps, uops, kernel_name(uops))
+    return plan_kernel(self.caps, uops)

@@ -34,9 +34,10 @@ from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
 from tinygrad.uop.ops import UOp, Ops, UPat, PatternMatcher, GroupOp, graph_rewrite
 from tinygrad.device import CompileError
 from tinygrad.codegen.decomp.dtype import pm_long_decomp
+from tinygrad_vk.renderer.views import chain, WORDS, is_word_access
 
 NARROW = (dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort)
-WIDE = {dtypes.char: dtypes.int, dtypes.short: dtypes.int, dtypes.uchar: dtypes.uint, dtypes.ushort: dtypes.uint}
+INT32_OF = {dtypes.char: dtypes.int, dtypes.short: dtypes.int, dtypes.uchar: dtypes.uint, dtypes.ushort: dtypes.uint}
 FLAG = {dtypes.bool: "s8", dtypes.char: "i8", dtypes.uchar: "i8", dtypes.short: "i16", dtypes.ushort: "i16"}
 STORAGE_FLAG = {1: "s8", 2: "s16"}   # what plain (unpacked) 8/16-bit accesses of another type's buffer need
 
@@ -45,14 +46,14 @@ def packed_dtypes(caps) -> frozenset[DType]: return frozenset(dt for dt, f in FL
 
 VIEW_OFFSET = "_o{0}"
 def view_offset(param:UOp) -> UOp:
-  """The element offset of the view bound at this PARAM, known at launch: CUSTOMI("_o{0}", slot) renders as the GLSL renderer's
-  push-constant field `_o<slot>`."""
+  """The element offset of the view bound at this PARAM, known at launch: CUSTOMI("_o{0}", slot), which renderers read from the
+  push constants as they do for any access of the slot (`_o<slot>`, abi.py)."""
   return UOp(Ops.CUSTOMI, dtypes.int, (UOp.const(param.arg.slot, dtypes.int),), VIEW_OFFSET)
 
 # ---- phase 1: narrow ALU ops computed in 32 bits
 
-def _alu_wide(x:UOp) -> UOp:
-  w = WIDE[x.dtype]
+def _alu_in_32(x:UOp) -> UOp:
+  w = INT32_OF[x.dtype]
   return UOp(x.op, w, tuple(s.cast(w) if s.dtype == x.dtype else s for s in x.src), x.arg).cast(x.dtype)
 
 # ---- phase 2: narrow values become 32-bit, memory goes through words
@@ -68,36 +69,20 @@ def wrap(v:UOp, dt:DType) -> UOp:
 
 def _to_narrow(x:UOp) -> UOp:
   """CAST/BITCAST into a narrow type: the 32-bit value of the result."""
-  w, s = WIDE[x.dtype], x.src[0]
+  w, s = INT32_OF[x.dtype], x.src[0]
   if s.op is Ops.CONST: return UOp.const(truncate[x.dtype](int(s.arg)), w)
   if s.dtype == dtypes.bool: return s.cast(w)
   if dtypes.is_float(s.dtype): s = s.cast(dtypes.int)   # C: float -> integer truncates toward zero (then wraps)
   return wrap(s.cast(w), x.dtype)
 
-def _chain(bidx:UOp) -> tuple[UOp, list[tuple[UOp, int]], list[UOp]]:
-  """(base PARAM/BUFFER, [(element index, element size)] whose sum is the byte offset from the view's start, AFTER deps)."""
-  terms, deps, v = [(bidx.src[1], bidx.src[0].dtype.itemsize)], [], bidx.src[0]
-  while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
-    if v.op is Ops.SHRINK: terms.append((v.src[1], v.dtype.itemsize))
-    if v.op is Ops.AFTER: deps += list(v.src[1:])
-    v = v.src[0]
-  if v.op not in (Ops.PARAM, Ops.BUFFER): raise CompileError(f"VULKAN: packing: no buffer under {v.op}")
-  return v, terms, deps
-
-WORDS = "words"   # the tag of a word view made here
-def is_word_access(bidx:UOp) -> bool:
-  """Whether bidx is INDEX(word view, word) made here (see the module doc)."""
-  return bidx.op is Ops.INDEX and bidx.src[0].op is Ops.BITCAST and bidx.src[0].tag == WORDS
-
-def word_array(caps, bidx:UOp) -> tuple[UOp, bool]|None:
-  """For a word access of a buffer B of 1/2-byte elements, whose word index holds the view offset already: (B, whether B itself
-  is declared as words: a packed buffer or a LOCAL one; else a uint alias of B's binding is). None for other accesses, and for
-  word accesses of 4/8-byte buffers, which renderers address as any uint view of B (adding B's view offset)."""
+def word_array(caps, bidx:UOp) -> UOp|None:
+  """For a word access of a buffer B of 1/2-byte elements or a LOCAL buffer, whose word index holds the view offset already: B.
+  None for other accesses, and for word accesses of 4/8-byte global buffers, which are addressed as any uint view of B (adding
+  B's view offset). B's own declaration is words when it is packed or LOCAL; otherwise the words are a uint alias of B."""
   if not is_word_access(bidx): return None
   base = bidx.src[0].src[0]
   if base.op is Ops.AFTER: base = base.src[0]
-  if base.op is Ops.BUFFER or base.dtype in packed_dtypes(caps): return base, True
-  return (base, False) if base.dtype.itemsize < 4 else None
+  return base if base.op is Ops.BUFFER or base.dtype in packed_dtypes(caps) or base.dtype.itemsize < 4 else None
 
 def read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
   """(keep, field) when STORE(bidx, v) stores a field of a word shared with other invocations: v is (LOAD(bidx) & keep) | field
@@ -111,13 +96,13 @@ def read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
 
 def _needs_words(caps, bidx:UOp) -> bool:
   if bidx.op is not Ops.INDEX or bidx.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) or is_word_access(bidx): return False
-  base, terms, _ = _chain(bidx)
+  base, terms, _ = chain(bidx)
   packed, smallest = packed_dtypes(caps), min(s for _, s in terms)
   return bidx.dtype in packed or base.dtype in packed or (smallest < 4 and STORAGE_FLAG[smallest] not in caps)
 
 def _locate(bidx:UOp) -> tuple[UOp, UOp, UOp, int]:
   """(word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is known to have)."""
-  base, terms, deps = _chain(bidx)
+  base, terms, deps = chain(bidx)
   if base.op is Ops.PARAM and base.dtype.itemsize < 4: terms.append((view_offset(base), base.dtype.itemsize))
   byte = sum((i.cast(dtypes.int) * s if s > 1 else i.cast(dtypes.int) for i, s in reversed(terms)), UOp.const(0, dtypes.int))
   view = (base.after(*deps) if deps else base).bitcast(dtypes.uint).rtag(WORDS)
@@ -133,7 +118,7 @@ def _bits(v:UOp, dt:DType) -> UOp:
 
 def _value(bits:UOp, dt:DType) -> UOp:
   if dt == dtypes.bool: return bits.ne(0)
-  if dt in WIDE: return bits if dtypes.is_unsigned(dt) else sign_extend(bits, 8*dt.itemsize)
+  if dt in INT32_OF: return bits if dtypes.is_unsigned(dt) else sign_extend(bits, 8*dt.itemsize)
   if dt.itemsize == 2: return bits.cast(dtypes.ushort).bitcast(dt)
   return bits.bitcast(dt)
 
@@ -179,17 +164,17 @@ def packed_store(ctx, st:UOp) -> UOp|None:
     stores.append(_rmw(view.index(word + 1), (m >> back) ^ ones, bits >> back, need & gate if gate is not None else need))
   return UOp.group(*stores)
 
-def _lanes(sh:UOp) -> list[UOp]: return [sh.src[0].index(sh.src[1] + j if j else sh.src[1]) for j in range(sh.max_numel())]
+def _lane_indexes(sh:UOp) -> list[UOp]: return [sh.src[0].index(sh.src[1] + j if j else sh.src[1]) for j in range(sh.max_numel())]
 
 def _devectorize_load(ctx, ld:UOp) -> UOp|None:
   sh = ld.src[0]
-  if not _needs_words(ctx.caps, (lanes := _lanes(sh))[0]): return None
+  if not _needs_words(ctx.caps, (lanes := _lane_indexes(sh))[0]): return None
   alt, gate = (ld.src[1], ld.src[2:]) if len(ld.src) > 1 else (None, ())
   return UOp.stack(*[l.load(alt.index(j), *gate) if gate else l.load() for j, l in enumerate(lanes)])
 
 def _devectorize_store(ctx, st:UOp) -> UOp|None:
   sh, v, *gate = st.src
-  if not _needs_words(ctx.caps, (lanes := _lanes(sh))[0]): return None
+  if not _needs_words(ctx.caps, (lanes := _lane_indexes(sh))[0]): return None
   return UOp.group(*[l.store(v.index(j), *gate) for j, l in enumerate(lanes)])
 
 def _round_to_words(ctx, b:UOp) -> UOp|None:
@@ -202,13 +187,13 @@ def _round_to_words(ctx, b:UOp) -> UOp|None:
 
 def _narrow_value(ctx, x:UOp) -> UOp|None:
   if x.dtype not in packed_dtypes(ctx.caps) or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return None
-  if x.op is Ops.CONST: return UOp.const(truncate[x.dtype](x.arg), WIDE[x.dtype])
+  if x.op is Ops.CONST: return UOp.const(truncate[x.dtype](x.arg), INT32_OF[x.dtype])
   if x.op in (Ops.CAST, Ops.BITCAST): return _to_narrow(x)
-  if x.op is Ops.BUFFER: return x.replace(dtype=WIDE[x.dtype], arg=replace(x.arg, dtype=WIDE[x.dtype]))   # registers
+  if x.op is Ops.BUFFER: return x.replace(dtype=INT32_OF[x.dtype], arg=replace(x.arg, dtype=INT32_OF[x.dtype]))   # registers
   return None
 
 phase1 = PatternMatcher([
-  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_wide(x) if x.dtype in packed_dtypes(ctx.caps) else None),
+  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_in_32(x) if x.dtype in packed_dtypes(ctx.caps) else None),
 ])
 phase2 = PatternMatcher([
   (UPat(Ops.LOAD, name="ld"), packed_load),

@@ -20,15 +20,13 @@ from collections import Counter
 from typing import NamedTuple
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
-from tinygrad.renderer import Renderer
 from tinygrad.device import CompileError
 from tinygrad.helpers import prod
-from tinygrad_vk.caps import Caps, FLAGS, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import FLAGS, VEC_ALIGN
 from tinygrad_vk.compiler import SPIRVCompiler
-from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, kernel_name, UINT_OF_SIZE,
-                                         multiple_of, is_view)
-from tinygrad_vk.renderer.packing import packed_dtypes, word_array, read_modify_write, VIEW_OFFSET
-from tinygrad_vk.renderer.glsl import GLSLRenderer
+from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, VIEW_OFFSET
+from tinygrad_vk.renderer.views import MEMORY
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
 TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.short: "short", dtypes.ushort: "ushort", dtypes.int: "int",
@@ -39,7 +37,6 @@ DECL = {"void": "OpTypeVoid", "bool": "OpTypeBool", "char": "OpTypeInt 8 1", "uc
         "half": "OpTypeFloat 16", "float": "OpTypeFloat 32", "double": "OpTypeFloat 64"}
 SC = {"StorageBuffer": "sb", "PhysicalStorageBuffer": "psb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in"}
 GLOBAL_SC = ("StorageBuffer", "PhysicalStorageBuffer")
-MEMORY = (AddrSpace.GLOBAL, AddrSpace.LOCAL, AddrSpace.REG)
 FLOAT_EXP = {dtypes.half: 16, dtypes.float: 128, dtypes.double: 1024}   # inf is 0x1p+E, the canonical NaN 0x1.8p+E
 
 # the instruction of each ALU op for (float, signed int, unsigned int, bool) operands; GLSL's operators compile to the same ones
@@ -58,22 +55,21 @@ ALU = {Ops.ADD: ("OpFAdd", "OpIAdd", "OpIAdd", "OpLogicalOr"), Ops.SUB: ("OpFSub
 def kind(dt:DType) -> int: return 3 if dt == dtypes.bool else 0 if dtypes.is_float(dt) else 2 if dtypes.is_unsigned(dt) else 1
 
 class Ref(NamedTuple):
-  """Elements of a buffer: what an INDEX gives, dereferenced by the LOAD/STORE that uses it."""
+  """A memory access (kernel.Access) made concrete: what an INDEX gives, dereferenced by the LOAD/STORE that uses it."""
   var: str          # the variable, or for a buffer passed by address the pointer to its Block
   ty: str           # element type id
   dt: DType         # element scalar dtype (an element is a vecN of it in a vector variable)
   sc: str           # storage class
-  slot: int = -1    # the PARAM's slot, for global buffers
   idx: str = ""     # index of the first element
-  k: int = 1        # elements per value: a wide view element is k words
+  k: int = 1        # elements per value (Access.k)
   size: int = 0     # bytes of an element: the Aligned operand of PhysicalStorageBuffer accesses
-  wide: bool = False   # idx is an int64 index into a buffer passed by address: the element's address is computed in 64 bits
+  addr64: bool = False   # idx is an int64 index: the element's address is computed in 64 bits (Access.addr64)
 
 class SPIRVKernel:
   """The module being written: types, constants and variables declared once on first use, the entry block's prologue (values
   every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
-  def __init__(self, ren:SPIRVRenderer, uops:list[UOp]):
-    self.caps, self.r, self.n = ren.caps, {}, 0
+  def __init__(self, plan:KernelPlan, uops:list[UOp]):
+    self.caps, self.plan, self.r, self.n = plan.caps, plan, {}, 0
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
     self.glob, self.deco, self.iface, self.fvars, self.pro, self.body = [], [], [], [], [], []
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
@@ -85,7 +81,6 @@ class SPIRVKernel:
     self.skip = self.dead_rmw_values(uops)
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
     # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
-    self.plan = plan = plan_kernel(self.caps, uops)
     members = [(0, self.T(dtypes.uint, arr=plan.nwords, stride=4), "off")] if plan.bufs else []
     members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
     members += [(off, self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
@@ -174,7 +169,7 @@ class SPIRVKernel:
                        rid=f"%p{slot}")
       p = self.prologue(f"p{slot}", load)
       if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
-      return Ref(p, ety, dt, "PhysicalStorageBuffer", slot, size=dt.itemsize * n)
+      return Ref(p, ety, dt, "PhysicalStorageBuffer", size=dt.itemsize * n)
     if (rid := f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") not in self.decl:
       st = f"%sb_{ety[1:]}"
       if st not in self.decl:
@@ -183,7 +178,7 @@ class SPIRVKernel:
       self.var(rid, st, "StorageBuffer")
       self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}"]
       if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
-    return Ref(rid, ety, dt, "StorageBuffer", slot)
+    return Ref(rid, ety, dt, "StorageBuffer")
 
   # ---- instructions
   def op(self, name:str, ty:str, *args:str, prefix="t", rid:str="") -> str:
@@ -227,9 +222,9 @@ class SPIRVKernel:
     return self.op("OpPhi", ty, a, ta, alt, pre) if ty else ""
 
   # ---- values
-  def idx(self, i:UOp, wide=False) -> str:
-    """An index as int, or as int64 for an element address computed in 64 bits (Ref.wide)."""
-    return self.cast(i.dtype, dtypes.long if wide else dtypes.int, self.r[i])
+  def int_index(self, i:UOp, addr64=False) -> str:
+    """An index as int, or as int64 for an element address computed in 64 bits (Access.addr64)."""
+    return self.cast(i.dtype, dtypes.long if addr64 else dtypes.int, self.r[i])
 
   def off(self, slot:int) -> str:
     """_o<slot>: the element offset of the view bound at `slot` inside its binding, one byte of _off[]."""
@@ -310,49 +305,27 @@ class SPIRVKernel:
     """Whether u is such an operand: it is computed as part of its consumer's chain."""
     return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
 
-  # ---- memory
+  # ---- memory: accesses as the shared plan decides them (kernel.Access)
   def index(self, x:UOp, b:UOp, i:UOp):
     if b.addrspace not in MEMORY:   # a lane of a vector value (a coalesced load or a STACK)
       if i.op is Ops.CAST and i.src[0].op is Ops.CONST: return self.op("OpCompositeExtract", self.T(b.dtype), self.r[b], str(i.src[0].arg))
       return self.op("OpVectorExtractDynamic", self.T(b.dtype), self.r[b], self.r[i])
-    if (w := word_array(self.caps, x)) is not None:   # a word of a buffer of 1/2-byte elements; the index holds its view offset
-      base, own = w
-      return (self.r[base] if own else self.buf(base.arg.slot, dtypes.uint))._replace(idx=self.idx(i))
-    if is_view(b): return self.view(b, i)
-    return self.elem(b, i)
+    return self.ref(self.plan.access(x))
 
-  def elem(self, b:UOp, i:UOp, j:int=0) -> Ref:
-    """Element i+j of a buffer; a global one is offset by its view's _o."""
-    ref = self.r[b]
-    def plus(x:str, dt:DType, k:int) -> str: return self.op("OpIAdd", self.T(dt), x, self.const(dt, k)) if k else x
-    if ref.sc not in GLOBAL_SC: return ref._replace(idx=plus(self.idx(i), dtypes.int, j))
-    if self.plan.addr64(ref.slot, i):
-      o = self.cast(dtypes.int, dtypes.long, plus(self.off(ref.slot), dtypes.int, j))
-      return ref._replace(idx=self.op("OpIAdd", self.T(dtypes.long), self.idx(i, True), o), wide=True)
-    return ref._replace(idx=self.op("OpIAdd", self.T(dtypes.int), plus(self.idx(i), dtypes.int, j), self.off(ref.slot)))
-
-  # Buffer views inside a kernel: INDEX(BITCAST/SHRINK(...(PARAM))), read through another declaration of the same memory, in
-  # w-byte words (w: the smallest element size in the chain): a view element of w bytes is a word of the view's own type, a wider
-  # one is put together from (or split into) k words of a w-byte uint variable. As renderer/glsl.py's view_access.
-  def view(self, b:UOp, i:UOp) -> Ref:
-    terms, v = [(i, b.dtype.itemsize)], b
-    while v.op in (Ops.BITCAST, Ops.SHRINK, Ops.AFTER):
-      if v.op is Ops.SHRINK: terms.append((v.src[1], v.dtype.itemsize))
-      v = v.src[0]
-    if v.op is not Ops.PARAM or v.addrspace != AddrSpace.GLOBAL: raise CompileError(f"no SPIR-V for a buffer view of {v.op}")
-    if dtypes.bool in (b.dtype, v.dtype): raise CompileError("no SPIR-V for a bitcast view of a bool buffer")
-    wide = self.plan.addr64(v.arg.slot, *(t for t, _ in terms))
-    idt = dtypes.long if wide else dtypes.int
-    vals = [(self.idx(t, wide), s) for t, s in terms] + [(self.cast(dtypes.int, idt, self.off(v.arg.slot)), v.dtype.itemsize)]
-    w, word = min(s for _, s in vals), ""
-    for t, s in reversed(vals):
-      if s != w: t = self.op("OpIMul", self.T(idt), t, self.const(idt, s // w))
-      word = self.op("OpIAdd", self.T(idt), word, t) if word else t
-    ref = self.buf(v.arg.slot, b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w])
-    return ref._replace(idx=word, k=b.dtype.itemsize // w, wide=wide)
+  def ref(self, a:Access) -> Ref:
+    """The access's declaration, and its index computed from the plan's terms."""
+    idt, idx = dtypes.long if a.addr64 else dtypes.int, ""
+    for t, s in a.terms:
+      v = self.cast(dtypes.int, idt, self.off(a.slot)) if t is OFFSET else self.int_index(t, a.addr64)
+      if s != 1: v = self.op("OpIMul", self.T(idt), v, self.const(idt, s))
+      idx = self.op("OpIAdd", self.T(idt), idx, v) if idx else v
+    if a.add: idx = self.op("OpIAdd", self.T(idt), idx, self.const(idt, a.add))
+    if a.shift: idx = self.op("OpShiftRightArithmetic", self.T(idt), idx, self.const(idt, a.shift))
+    ref = self.r[a.base] if a.slot is None else self.buf(a.slot, a.dtype, a.vec)
+    return ref._replace(idx=idx, k=a.k, addr64=a.addr64)
 
   def pointer(self, ref:Ref, j:int=0) -> str:
-    if ref.wide:   # the element's address in 64 bits: base + (idx + j) * size
+    if ref.addr64:   # the element's address in 64 bits: base + (idx + j) * size
       i = self.op("OpIAdd", self.T(dtypes.long), ref.idx, self.const(dtypes.long, j)) if j else ref.idx
       base = self.prologue(f"u{ref.var}", lambda: self.op("OpConvertPtrToU", self.T(dtypes.ulong), ref.var))
       off = self.op("OpBitcast", self.T(dtypes.ulong), self.op("OpIMul", self.T(dtypes.long), i, self.const(dtypes.long, ref.size)))
@@ -376,7 +349,7 @@ class SPIRVKernel:
       return self.bitcast(u, dt, bits)
     v = self.ld(ref, prefix=prefix)
     # bool buffers hold bytes: read them as uint so that only 8-bit storage (not 8-bit arithmetic) is needed
-    if dt == dtypes.bool and ref.sc in GLOBAL_SC:
+    if dt == dtypes.bool and ref.dt != dt:
       v = self.op("OpINotEqual", self.T(dt), self.op("OpUConvert", self.T(dtypes.uint), v), self.const(dtypes.uint, 0))
     return v
 
@@ -388,25 +361,18 @@ class SPIRVKernel:
         w = self.op("OpShiftRightLogical", self.T(u), bits, self.const(dtypes.int, 8 * wdt.itemsize * j)) if j else bits
         self.st(ref, self.cast(u, wdt, w), j)
       return
-    if dt == dtypes.bool and ref.sc in GLOBAL_SC:
+    if dt == dtypes.bool and ref.dt != dt:
       v = self.op("OpUConvert", ref.ty, self.op("OpSelect", self.T(dtypes.uint), v, self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)))
     self.st(ref, v)
 
-  # Coalesced (float4) accesses: LOAD/STORE of SHRINK(buf, offset, n). Where tinygrad's index is a multiple of n, a global buffer is
-  # read through a vecN variable of its binding, provided the view offset _o is a multiple of n too: the specialization constant
-  # _a<slot> says so, and the driver folds the branch when it builds the pipeline. Otherwise: n scalar accesses.
   def vector(self, sh:UOp) -> tuple[str|None, Ref|None, list[Ref]]:
-    b, n = sh.src[0], sh.max_numel()
-    if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"no SPIR-V for a vector access through {b.op}")
-    lanes = [self.elem(b, sh.src[1], j) for j in range(n)]
-    if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       multiple_of(sh.src[1]) % n or lanes[0].wide: return None, None, lanes
-    slot = b.arg.slot
-    spec = self.g(f"%a{slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
-    if (d := f"OpDecorate {spec} SpecId {slot}") not in self.deco: self.deco.append(d)
-    cond = self.prologue(f"a{slot}_{n}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, n)))
-    idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), lanes[0].idx, self.const(dtypes.int, n.bit_length() - 1))
-    return cond, self.buf(slot, b.dtype, n)._replace(idx=idx), lanes
+    """A coalesced (float4) access: (the condition of its vecN access, that access, its scalar accesses), kernel.vector."""
+    vec, lanes = self.plan.vector(sh)
+    if vec is None: return None, None, [self.ref(l) for l in lanes]
+    spec = self.g(f"%a{vec.slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
+    if (d := f"OpDecorate {spec} SpecId {vec.slot}") not in self.deco: self.deco.append(d)
+    cond = self.prologue(f"a{vec.slot}_{vec.vec}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, vec.vec)))
+    return cond, self.ref(vec), [self.ref(l) for l in lanes]
 
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
@@ -431,7 +397,7 @@ class SPIRVKernel:
     return ""
 
   # ---- control flow
-  def range(self, x:UOp) -> str:
+  def loop(self, x:UOp) -> str:
     hdr, body, cont, merge, pre = self.nid("L"), self.nid("L"), self.nid("L"), self.nid("L"), self.block
     i, nxt = f"%{axis_letters[x.arg[-1]]}idx{range_str(x)}" if x.dtype != dtypes.void else "", self.nid()
     self.do("OpBranch", hdr)
@@ -469,7 +435,7 @@ class SPIRVKernel:
     self.do("OpBranch", m := self.structs.pop(x.src[0]))
     return self.label(m)
 
-  def finish(self, name:str, local:list[int]) -> str:
+  def finish(self, name:str) -> str:
     d, addresses = self.decl, any(b.address is not None for b in self.plan.bufs.values())
     floats = [w for w, t in ((16, "%half"), (32, "%float"), (64, "%double")) if t in d and f"nan{w}" in self.caps]
     # a kernel declares the capabilities it uses, each only where the device's Caps have it (a missing one is a renderer bug:
@@ -485,7 +451,7 @@ class SPIRVKernel:
     return "\n".join([f"; tinygrad_vk SPIR-V 1.5 (Vulkan 1.2), kernel: {name}", *(f"OpCapability {c}" for c in caps),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
       f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} GLSL450",
-      f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*local),
+      f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*self.plan.local),
       *(f"OpExecutionMode %main SignedZeroInfNanPreserve {w}" for w in floats), *self.deco, *self.glob,
       "%main = OpFunction %void None %fn_void", "%entry = OpLabel", *self.fvars, *self.pro, *self.body, "OpReturn", "OpFunctionEnd"])
 
@@ -496,7 +462,7 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.BUFFER, name="x"), lambda ctx,x: ctx.buffer(x)),
   (UPat(Ops.AFTER, name="x"), lambda ctx,x: ctx.r[x.src[0]]),
   (UPat(Ops.SPECIAL, name="x"), lambda ctx,x: ctx.special(x)),
-  (UPat(Ops.RANGE, name="x"), lambda ctx,x: ctx.range(x)),
+  (UPat(Ops.RANGE, name="x"), lambda ctx,x: ctx.loop(x)),
   (UPat(Ops.END, name="x"), lambda ctx,x: ctx.end(x)),
   (UPat(Ops.IF, name="x"), lambda ctx,x: ctx.if_(x)),
   (UPat(Ops.ENDIF, name="x"), lambda ctx,x: ctx.endif(x)),
@@ -518,29 +484,15 @@ spirv_lower = PatternMatcher([
   (UPat(GroupOp.ALU, name="x"), lambda ctx,x: ctx.alu(x)),
 ])
 
-class SPIRVRenderer(Renderer):
-  has_local, has_shared = True, True
-  # the same native ops as the GLSL renderer, so tinygrad decomposes the same ones and both give the same results
-  code_for_op = {op: lambda: None for op in GLSLRenderer.code_for_op}
-
+class SPIRVRenderer(VulkanRenderer):
   def __init__(self, target):
     super().__init__(target)
-    self.caps = Caps.decode(target.arch)
-    self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
-    self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
-    self.supports_float4 = "vec" in self.caps
-    self.extra_matcher = extra_matcher(self.caps)
-    if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda: None}   # sin32.py lowers it
     self.compiler = SPIRVCompiler()
 
-  def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
-
   def render(self, uops:list[UOp]) -> str:
-    check_kernel(self.caps, uops, name := kernel_name(uops))
-    k, local = SPIRVKernel(self, uops), [1, 1, 1]
+    k, name = SPIRVKernel(self.kernel_plan(uops), uops), kernel_name(uops)
     for u in uops:
       if u.op in (Ops.NOOP, Ops.GROUP, Ops.SINK) or (u.op is Ops.CONST and u.dtype in dtypes.weaks) or (u.op is Ops.STACK and not u.src): continue
-      if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
       if k.inner(u) or u in k.skip: continue
       try: ret = spirv_lower.rewrite(u, ctx=k)
       except Exception as e:
@@ -549,4 +501,4 @@ class SPIRVRenderer(Renderer):
       if ret is None: raise CompileError(f"VULKAN: kernel {name}: no SPIR-V for {u.op} ({u.dtype}, arg={u.arg}, "
                                          f"srcs {[(s.op, s.dtype) for s in u.src]})")
       k.r[u] = ret
-    return k.finish(name, local)
+    return k.finish(name)
