@@ -14,6 +14,7 @@ from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
+from tinygrad_vk.vk import version_str
 
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -22,13 +23,13 @@ def main() -> int:
   args = ap.parse_args()
   name = f"VULKAN:{args.device}" if args.device else "VULKAN"
   dev = Device[name]
-  print(f"device   {name}: {dev.phys.name} ({dev.phys.driver}), Vulkan {dev.phys.api_version >> 22}.{(dev.phys.api_version >> 12) & 0x3ff}")
+  print(f"device   {name}: {dev.phys.name} ({dev.phys.driver}), Vulkan {version_str(dev.phys.api_version)}")
 
   # the kernel: out = a * b + sqrt(|a|) - 0.5, built by tinygrad's scheduler and code generator
   a_t, b_t = Tensor.empty(args.size, device=name), Tensor.empty(args.size, device=name)
   call = next(c for c in (a_t * b_t + a_t.abs().sqrt() - 0.5).schedule_linear().src if c.src[0].op is Ops.SINK)
   st = time.perf_counter()
-  prg = to_program(call.src[0], dev.renderer)     # UOps -> GLSL -> SPIR-V (glslang + spirv-val)
+  prg = to_program(call.src[0], dev.renderer)     # UOps -> SPIR-V (DEV=VULKAN:GLSL: GLSL -> glslang), with its renderer's compiler
   t_compile = time.perf_counter() - st
   st = time.perf_counter()
   runtime = dev.runtime(prg.to_elf())             # shader module + compute pipeline
@@ -49,7 +50,7 @@ def main() -> int:
   ref = a * b + np.sqrt(np.abs(a)) - np.float32(0.5)
   bad = np.flatnonzero(~np.isclose(out, ref, rtol=1e-5, atol=1e-6))
   print(f"kernel   {prg.arg.function_name}: {args.size} elements, local size {local_size}, {global_size} workgroups")
-  print(f"compile  {t_compile*1e3:8.2f} ms  (tinygrad codegen + GLSL -> SPIR-V)")
+  print(f"compile  {t_compile*1e3:8.2f} ms  (tinygrad codegen + {type(dev.renderer).__name__.removesuffix('Renderer')} -> SPIR-V)")
   print(f"pipeline {t_pipeline*1e3:8.2f} ms  (vkCreateShaderModule + vkCreateComputePipelines)")
   for what, (gpu_s, wall_s) in zip(("first run", "run"), runs):
     print(f"{what:9s}{gpu_s*1e3:8.3f} ms GPU  ({wall_s*1e3:.3f} ms wall, record to fence)")

@@ -1,11 +1,8 @@
 """python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
 import argparse, os, shutil, sys
+from tinygrad.helpers import size_to_str as size
+from tinygrad_vk.vk import version_str
 from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile
-
-def size(n:int) -> str:
-  for unit, s in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-    if n >= 1 << s: return f"{n / (1 << s):g} {unit}" if n % (1 << (s - 4)) == 0 else f"{n / (1 << s):.2f} {unit} ({n} B)"
-  return f"{n} B"
 
 def mem_flags(f:int) -> str:
   names = ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT", "HOST_CACHED", "LAZILY_ALLOCATED", "PROTECTED"]
@@ -40,9 +37,8 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   from tinygrad_vk.instance import DEVICE_TYPES
   from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
   caps, lim = phys.caps(), phys.limits
-  api = f"{phys.api_version >> 22}.{(phys.api_version >> 12) & 0x3ff}.{phys.api_version & 0xfff}"
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
-          ("driver", phys.driver), ("Vulkan API", api)]
+          ("driver", phys.driver), ("Vulkan API", version_str(phys.api_version))]
   if (spec := os.environ.get("VULKAN_PROFILE", "")):
     rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", "; ".join(profile_changes(phys)) or "nothing")]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]

@@ -31,9 +31,30 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
     prev = n
   return "\n".join(out)
 
-# SPIR-V: SignedZeroInfNanPreserve is capability 4466 and execution mode 4461 (SPV_KHR_float_controls, core in SPIR-V 1.4)
-OP_CAPABILITY, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_TYPE_FLOAT = 17, 15, 16, 22
-CAP_NAN_PRESERVE, MODE_NAN_PRESERVE = 4466, 4461
+# SPIR-V opcodes, capabilities and enumerants: what the renderer writes (the assembler below) and what the runtime reads back
+OPCODES = {
+  "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
+  "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
+  "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
+  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
+  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpDecorate": 71, "OpMemberDecorate": 72,
+  "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81,
+  "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
+  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
+  "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
+  "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
+  "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
+  "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
+  "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
+  "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
+  "OpBranchConditional": 250, "OpReturn": 253}
+CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "StorageBuffer16BitAccess": 4433,
+                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347}
+ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
+         "None": 0, "Aligned": 2, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
+         "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
+         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27,
+         "Trunc": 3, "Exp2": 29, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
 SPIRV_MAGIC = 0x07230203
 
 def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:
@@ -64,13 +85,14 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
   GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch."""
   words, insts = spirv_instructions(spv)
-  used = {w[2] for _, op, w in insts if op == OP_TYPE_FLOAT} & set(widths)
-  entry = next((w for _, op, w in insts if op == OP_ENTRY_POINT), None)
+  cap, entry_op, mode = OPCODES["OpCapability"], OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]
+  used = {w[2] for _, op, w in insts if op == OPCODES["OpTypeFloat"]} & set(widths)
+  entry = next((w for _, op, w in insts if op == entry_op), None)
   if not used or entry is None: return spv
-  last_cap = max(pos + len(w) for pos, op, w in insts if op == OP_CAPABILITY)
-  entry_end = next(pos + len(w) for pos, op, w in insts if op == OP_ENTRY_POINT)
-  modes = [x for wd in sorted(used) for x in ((4 << 16) | OP_EXECUTION_MODE, entry[2], MODE_NAN_PRESERVE, wd)]
-  words = words[:last_cap] + [(2 << 16) | OP_CAPABILITY, CAP_NAN_PRESERVE] + words[last_cap:entry_end] + modes + words[entry_end:]
+  last_cap = max(pos + len(w) for pos, op, w in insts if op == cap)
+  entry_end = next(pos + len(w) for pos, op, w in insts if op == entry_op)
+  modes = [x for wd in sorted(used) for x in ((4 << 16) | mode, entry[2], ENUMS["SignedZeroInfNanPreserve"], wd)]
+  words = words[:last_cap] + [(2 << 16) | cap, CAPABILITIES["SignedZeroInfNanPreserve"]] + words[last_cap:entry_end] + modes + words[entry_end:]
   return struct.pack(f"<{len(words)}I", *words)
 
 def validate(spv:bytes, src:str):
@@ -109,31 +131,8 @@ class GLSLCompiler(VulkanCompiler):
 
 # ---- the SPIR-V renderer's text (spirv-as syntax) -> SPIR-V words. Only what the renderer writes: one instruction a line,
 # `%name = OpX ...` or `OpX ...`, operands are %ids, integers, hex/decimal floats (typed by OpConstant's result type), "strings"
-# and the enumerant names below. ids are numbered in order of first appearance, as spirv-as does.
-OPCODES = {
-  "OpName": 5, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
-  "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
-  "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33, "OpTypeForwardPointer": 39,
-  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
-  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpPtrAccessChain": 67, "OpDecorate": 71, "OpMemberDecorate": 72,
-  "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81,
-  "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
-  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
-  "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
-  "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
-  "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
-  "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
-  "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
-  "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
-  "OpBranchConditional": 250, "OpReturn": 253}
-CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "StorageBuffer16BitAccess": 4433,
-                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347}
-ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
-         "None": 0, "Aligned": 2, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
-         "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
-         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27,
-         "Trunc": 3, "Exp2": 29, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
-NO_RESULT_TYPE = ("OpLabel", "OpExtInstImport", "OpString")   # and every OpType*
+# and the enumerant names above. ids are numbered in order of first appearance, as spirv-as does.
+NO_RESULT_TYPE = ("OpLabel", "OpExtInstImport")   # and every OpType*
 HEXFLOAT = re.compile(r"(-?)0x1(?:\.([0-9a-f]+))?p([+-]?\d+)$")
 FLOAT_BITS = {16: (10, 15, "<e"), 32: (23, 127, "<f"), 64: (52, 1023, "<d")}   # mantissa bits, exponent bias, struct format
 
@@ -174,7 +173,7 @@ def assemble(text:str) -> bytes:
         if name in ("OpTypeInt", "OpTypeFloat"): numeric[rid] = ("f" if name == "OpTypeFloat" else "su"[ops[2] == 0], ops[1])
       else: ops.insert(1, rid)
     words += [(len(ops) + 1) << 16 | OPCODES[name], *ops]
-  return struct.pack(f"<{len(words) + 5}I", 0x07230203, 0x00010500, 0, len(ids) + 1, 0, *words)
+  return struct.pack(f"<{len(words) + 5}I", SPIRV_MAGIC, 0x00010500, 0, len(ids) + 1, 0, *words)
 
 class SPIRVCompiler(VulkanCompiler):
   def __init__(self):

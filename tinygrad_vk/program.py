@@ -6,13 +6,15 @@ from tinygrad.device import Program, TinyELF
 from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
-from tinygrad_vk.compiler import spirv_instructions
+from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
 from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
-OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE = 16, 71, 72, 32, 30, 59
-MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = 17, 33, 24, 35, 9
+OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE = (OPCODES[n] for n in (
+  "OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpVariable"))
+MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = (ENUMS[n] for n in (
+  "LocalSize", "Binding", "NonWritable", "Offset", "PushConstant"))
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int]]:
@@ -79,7 +81,7 @@ class VulkanProgram(Program["VulkanDevice"]):
                           pBufferInfo=self.infos)
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
-    # and float4 accesses read the binding's vec4 declaration only where it is 4 (see renderer/glsl.py). The aligned pipeline is
+    # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/kernel.py, KernelPlan.vector). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
     self.aligned = (VEC_ALIGN,) * len(self.itemsize)
     try: self.pipelines[self.aligned] = self._pipeline(self.aligned)

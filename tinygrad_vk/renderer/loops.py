@@ -35,7 +35,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_
 from tinygrad.codegen.late.linearizer import CFGContext, pm_add_control_flow, linearize
 from tinygrad.dtype import dtypes, AddrSpace, DType
 from tinygrad.device import CompileError
-from tinygrad.helpers import DEBUG, prod
+from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X
 
 MIN_LANES = 8          # one llvmpipe SIMD vector: fewer lanes along x would leave vector lanes idle
@@ -56,7 +56,6 @@ class Acc:
 
 def _trip(r:UOp) -> int: return int(r.src[0].vmax)
 def _counted(r:UOp) -> bool: return r.op is Ops.RANGE and r.dtype != dtypes.void   # void RANGEs are unbounded loops: not counted
-def _cdiv(a:int, b:int) -> int: return -(-a // b)
 
 def loop_passes(uops:list[UOp]) -> int:
   """The passes one invocation of the linearized kernel makes through loop ends, the leaving pass of each loop included."""
@@ -102,8 +101,8 @@ class Shape:
 def passes(loops:list[Loop], s:Shape) -> int:
   """Upper bound of loop_passes once the kernel is reshaped as `s` (each spread loop may add a combine loop of `lanes`)."""
   def t(r:UOp) -> int:
-    n = _cdiv(_trip(r), s.unroll) if r.arg in s.unrolled else _trip(r)
-    return _cdiv(n, s.lanes) if r.arg in s.spread else n
+    n = ceildiv(_trip(r), s.unroll) if r.arg in s.unrolled else _trip(r)
+    return ceildiv(n, s.lanes) if r.arg in s.spread else n
   total = 0
   for l in loops:
     entries = prod(t(o) for o in l.outer)
@@ -229,7 +228,7 @@ def plan(k:Kernel, lim:Limits) -> Shape|None:
     unrolled = frozenset(a for a in k.unrollable if unroll > 1 and any(r.arg == a and _trip(r) > unroll for r in k.cands))
     if unroll > 1 and not unrolled: continue
     base = Shape(trade, unroll, unrolled)
-    trip = {r: _cdiv(_trip(r), unroll) if r.arg in unrolled else _trip(r) for r in k.cands}
+    trip = {r: ceildiv(_trip(r), unroll) if r.arg in unrolled else _trip(r) for r in k.cands}
     lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
     smem_left = lim.shared_max - k.smem_used
     per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in k.cands.items()}
@@ -314,7 +313,7 @@ def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
   When k does not divide the trip count, a term past the end reads the last element and is the reduction's identity instead."""
   n, dt = l.rng.src[0], l.rng.dtype
   exact = n.vmin == n.vmax and int(n.vmax) % k == 0
-  trip = _int(_cdiv(int(n.vmax), k), dt) if n.vmin == n.vmax else (n + _int(k - 1, dt)).alu(Ops.CDIV, _int(k, dt))
+  trip = _int(ceildiv(int(n.vmax), k), dt) if n.vmin == n.vmax else (n + _int(k - 1, dt)).alu(Ops.CDIV, _int(k, dt))
   r = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
   first = r * _int(k, dt)
   ops = {a.buf: a.op for a in accs}
