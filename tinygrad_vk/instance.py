@@ -92,7 +92,6 @@ class MemoryType:
   flags: int
   heap: int
   heap_size: int
-  def has(self, *bits) -> bool: return all(self.flags & b for b in bits)
 
 class PhysicalDevice:
   def __init__(self, index:int, handle):
@@ -167,7 +166,17 @@ class PhysicalDevice:
                 # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
                 allocs=lim["maxMemoryAllocationCount"],
-                maxloop=env_number("VULKAN_MAX_LOOP_ITERATIONS", LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0))
+                maxloop=self.loop_budget())
+
+  def loop_budget(self) -> int:
+    """Loop passes one invocation may make (0: unbounded). VULKAN_MAX_LOOP_ITERATIONS may lower a driver's real limit, never
+    raise it: llvmpipe silently ends a loop past its limit, so a higher budget would return wrong results."""
+    limit = LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0
+    n = env_number("VULKAN_MAX_LOOP_ITERATIONS", limit)
+    if limit and not 0 < n <= limit:
+      raise RuntimeError(f"VULKAN_MAX_LOOP_ITERATIONS={n}: {self.name} ends every loop after {limit} passes without a word, so the "
+                         f"loop budget may only be lowered (1..{limit})")
+    return n
 
   def caps(self) -> Caps:
     """What tinygrad_vk uses: the device's capabilities as VULKAN_PROFILE allows them, less VULKAN_DISABLE."""
