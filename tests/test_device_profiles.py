@@ -136,7 +136,7 @@ def test_mobile_kernel_past_the_descriptor_limit(ren):
 @pytest.mark.parametrize("env", [{"VULKAN_PROFILE": "min"}, {"VULKAN_PROFILE": "mobile", "VULKAN_DISABLE": "bda"}])
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_no_bda_kernel_past_the_descriptor_limit(ren, env):
-  # tinygrad splits it into kernels of at most 3 buffers (or the runtime refuses one, naming the limit): right, or it raises
+  # 4 descriptors and no addresses: tinygrad splits it into kernels of at most 3 inputs and the output, each bound by descriptor
   r = run_python(MANY_BUFS, {**env, "DEV": f"VULKAN:{ren}", "VULKAN_VALIDATION": "1"})
-  assert r.returncode == 0 and "address 0" in r.stdout, r.stdout + r.stderr
-  assert "ok" in r.stdout and "kernels 1 " not in r.stdout or "refused VULKAN:" in r.stdout and "maxPerStageDescriptorStorageBuffers" in r.stdout, r.stdout
+  assert r.returncode == 0 and "address 0" in r.stdout and "ok" in r.stdout, r.stdout + r.stderr
+  assert int(r.stdout.split()[1]) > 1, r.stdout

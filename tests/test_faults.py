@@ -250,7 +250,8 @@ print("parent ok", flush=True)
 def test_fork_after_use():
   r = run_python(FORK, timeout=120)
   assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr[-3000:]
-  assert "child correct" in r.stdout or "child error: VULKAN" in r.stdout and "fork" in r.stdout, r.stdout + r.stderr[-3000:]
+  # the child refuses the parent's device (lavapipe, a CPU driver, might well compute right in a child: the guard says no)
+  assert "child error: VULKAN" in r.stdout and "os.fork()" in r.stdout, r.stdout + r.stderr[-3000:]
 
 POOL = """
 import multiprocessing as mp, sys, numpy as np
@@ -262,7 +263,8 @@ if __name__ == "__main__":
   assert (Tensor([1.0, 2.0]) * 2).tolist() == [2.0, 4.0]   # the parent used VULKAN
   with mp.get_context(sys.argv[1]).Pool(2) as p: res = p.map_async(work, range(1, 5)).get(240)
   print(res)
-  assert all(r == "ok" for r in res) or all(r.startswith("error: VULKAN") and "fork" in r for r in res), res
+  # spawned workers open the device themselves; forked ones inherit the parent's, which they must refuse
+  assert all(r == "ok" for r in res) if sys.argv[1] == "spawn" else all(r.startswith("error: VULKAN") and "os.fork()" in r for r in res), res
   assert (Tensor([1.0, 2.0]) * 3).tolist() == [3.0, 6.0]
   print("pool ok")
 """

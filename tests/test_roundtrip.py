@@ -1,5 +1,5 @@
 """The minimal path, and elementwise kernels at boundary sizes."""
-import subprocess, sys, os
+import re, subprocess, sys, os
 import numpy as np
 import pytest
 from tinygrad import Tensor
@@ -9,7 +9,14 @@ from util import ROOT, data
 def test_roundtrip_script(args):
   r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "roundtrip.py"), *args], capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stdout + r.stderr
-  assert "OK: all" in r.stdout and "compile" in r.stdout and "run" in r.stdout
+  # every figure it reports is there and measured: compile and pipeline times, and a GPU time from the timestamps for both runs
+  n = int(args[1])
+  assert f"OK: all {n} elements match numpy" in r.stdout, r.stdout
+  assert re.search(r"^device +VULKAN(:1)?: .+, Vulkan \d+\.\d+\.\d+$", r.stdout, re.M), r.stdout
+  assert re.search(rf"^kernel +\S+: {n} elements, local size \(\d+, \d+, \d+\), \(\d+, \d+, \d+\) workgroups$", r.stdout, re.M), r.stdout
+  for what in ("compile", "pipeline", "first run", "run"):
+    m = re.search(rf"^{what} +(\d+\.\d+) ms", r.stdout, re.M)
+    assert m and float(m.group(1)) > 0, (what, r.stdout)
 
 @pytest.mark.parametrize("n", [1, 7, 255, 257, 65537])
 def test_elementwise_sizes(n):
