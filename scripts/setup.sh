@@ -16,4 +16,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+# tinygrad's own test/test_tiny.py from the 0.14.0 sdist, for tests/test_upstream_tiny.py: fetched here (outside the checkout, never
+# committed) so that the test run needs no network
+TINY="${XDG_CACHE_HOME:-$HOME/.cache}/tinygrad_vk/tinygrad-0.14.0"
+if [ ! -f "$TINY/test_tiny.py" ]; then
+  mkdir -p "$TINY"
+  .venv/bin/python -m pip download -q --disable-pip-version-check tinygrad==0.14.0 --no-deps --no-binary :all: -d "$TINY"
+  tar -xzf "$TINY/tinygrad-0.14.0.tar.gz" -C "$TINY" --strip-components=2 tinygrad-0.14.0/test/test_tiny.py
+fi
 echo "[setup] ready: $(.venv/bin/python -c 'import tinygrad, tinygrad_vk; print("tinygrad", tinygrad.__version__ if hasattr(tinygrad, "__version__") else "0.14.0")')"
