@@ -67,7 +67,7 @@ def build(device:str, args, weights:dict|None=None) -> tuple[GPT2, dict]:
   with on(device):
     model = GPT2(args.dim, args.heads, args.layers, args.vocab)
     weights = weights or random_weights(model, args.seed)
-    for k, t in get_state_dict(model).items(): t.replace(Tensor(weights[k], device=device).realize())
+    for k, t in get_state_dict(model).items(): t.replace(Tensor(weights[k]).cast(t.dtype).realize())
   return model, weights
 
 def generate(model:GPT2, device:str, prompt:list[int], n:int) -> tuple[np.ndarray, list[int], float]:
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
   ap.add_argument("--vocab", type=int, default=50257)
   ap.add_argument("--tokens", type=int, default=8)
   ap.add_argument("--seed", type=int, default=0)
-  ap.add_argument("--device", default="VULKAN")
+  ap.add_argument("--device", default="VULKAN", help="a DEV value: VULKAN, VULKAN:1, VULKAN:GLSL (the GLSL renderer)")
   args = ap.parse_args(argv)
   prompt = [int(x) for x in np.random.default_rng(args.seed + 1).integers(0, args.vocab, 5)]
   ref_model, weights = build("CPU", args)

@@ -130,7 +130,7 @@ DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "long": ("i64", "emulated", "int pairs without shaderInt64"),
   "ulong": ("i64", "emulated", "int pairs without shaderInt64"),
   "double": ("f64", "refused", "needs shaderFloat64"),
-  "half": ("f16", "emulated", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess"),
+  "half": ("f16", "packed", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess (renderer/half.py)"),
   "bfloat16": ("i16", "emulated", "16-bit words computed in float, flushing denormals, without shaderInt16 + storageBuffer16BitAccess"),
   "fp8e4m3": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2": (NEVER, "emulated", "bytes computed in float"),
   "fp8e4m3fnuz": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2fnuz": (NEVER, "emulated", "bytes computed in float"),

@@ -24,6 +24,7 @@ from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
+from tinygrad_vk.renderer.half import half_matcher
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -52,7 +53,7 @@ nan_bits_matcher = PatternMatcher([
 
 def extra_matcher(caps:Caps) -> PatternMatcher:
   pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + create_non_native_float_pats((dtypes.bfloat16,)) + \
-    pm_manual_bf16_cast + packing_matcher + pm_loop_budget
+    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_loop_budget
   # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
   return sin32_matcher + pm if keeps_sin(caps) else pm
 

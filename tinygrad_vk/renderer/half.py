@@ -1,0 +1,55 @@
+"""half on devices without shaderFloat16: values computed in float, memory in 16-bit words (packed in 32-bit words by packing.py
+where 16-bit storage is missing too), converted with tinygrad's own bit-exact float<->half code. The renderers then declare
+half supported on every device, so tinygrad keeps it in the kernels instead of emulating it.
+
+tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
+same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
+matmuls and attention) and casts the buffer under it to float, which fails UOp verification ("Ops.AFTER dtypes.float [(Ops.CAST,
+...), (Ops.STORE, ...) x4, (Ops.RANGE, ...)]", GPT-2 and LLaMA in half). Here the AFTER keeps the rewritten buffer; the rules that
+rewrite a buffer expression from inside another rule (INDEX, LOAD) are tinygrad's, with that fix reaching them. And this pass
+runs later than tinygrad's, where a gated LOAD or STORE carries its gate as a source: loads select their alternative value per
+lane, stores keep their gate.
+"""
+from __future__ import annotations
+from tinygrad.dtype import dtypes
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, graph_rewrite
+from tinygrad.codegen.decomp.dtype import pm_float_decomp, f2f, f2f_dt, reindex
+
+def _rw(ctx, u:UOp) -> UOp: return graph_rewrite(u, pm_half, ctx=ctx, bottom_up=True)
+
+def _load(ctx, x:UOp) -> UOp|None:
+  """A load of half (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
+  (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
+  if x.dtype != ctx[0]: return None
+  idx, n, (alt, *gate) = _rw(ctx, x.src[0]), x.max_numel(), x.src[1:] or (None,)
+  def lane(i:int) -> UOp:
+    ix = idx if n == 1 else reindex(idx, i, 1)
+    if not gate: return f2f(ix.load(), *ctx)
+    return gate[0].where(f2f(ix.load(UOp.const(0, ix.dtype), gate[0]), *ctx), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
+  return lane(0) if n == 1 else UOp(Ops.STACK, src=tuple(lane(i) for i in range(n)))
+
+def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
+  """A store of half (n lanes) as stores of 16-bit words, keeping its gate."""
+  if val.dtype != ctx[1] or idx.tag != ctx[0]: return None
+  def bits(v:UOp) -> UOp: return f2f(v.bitcast(f2f_dt[ctx[1]]), ctx[1], ctx[0])
+  if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
+  return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
+
+pm_half = PatternMatcher([
+  (UPat(Ops.AFTER, name="x"), lambda ctx,x: x.replace(dtype=(b := _rw(ctx, x.src[0])).dtype, src=(b, *x.src[1:])) if x.dtype == ctx[0] else None),
+  (UPat((Ops.INDEX, Ops.SHRINK), src=(UPat(GroupOp.All-{Ops.LOAD, Ops.STACK}),), allow_any_len=True, name="x"), lambda ctx,x:
+   UOp(x.op, src=(_rw(ctx, x.src[0]), *x.src[1:]), arg=x.arg, tag=ctx[0]) if x.dtype == ctx[0] else None),
+  (UPat(Ops.LOAD, dtypes.floats, name="x"), _load),
+  (UPat(Ops.BITCAST, src=(UPat(Ops.LOAD, name="ld"),), name="bc"), lambda ctx,bc,ld:
+   _rw(ctx, ld.src[0]).load(*ld.src[1:]).bitcast(bc.dtype) if ld.dtype == ctx[0] else None),
+  (UPat(Ops.STORE, src=(UPat.var("idx"), UPat(Ops.BITCAST, name="val")), allow_any_len=True, name="st"), lambda ctx,st,idx,val:
+   st.replace(src=(idx, val.src[0].bitcast(f2f_dt[ctx[0]]), *st.src[2:])) if val.dtype == ctx[0] and idx.tag == ctx[0] else None),
+  (UPat(Ops.STORE, src=(UPat.var("idx").or_casted(), UPat.var("val")), allow_any_len=True, name="st"), _store),
+]) + pm_float_decomp
+
+def half_in_words(ctx, sink:UOp) -> UOp|None:
+  if "f16" in ctx.caps or not any(u.dtype == dtypes.half for u in sink.toposort()): return None
+  return graph_rewrite(sink, pm_half, ctx=(dtypes.half, dtypes.float), bottom_up=True, name="half in 16-bit words")
+
+# renderers add this to their extra_matcher before packing_matcher: it runs once the rest of the final rewrite is done
+half_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), half_in_words)])
