@@ -129,6 +129,22 @@ def test_64bit_index_by_address(monkeypatch):
   np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.uint8), ref)
   assert slots == [2]
 
+def test_64bit_index_needs_int64():
+  # more than 2^31 elements: tinygrad indexes in int64, which only an address slot with shaderInt64 can take; refused, naming both
+  from tinygrad_vk.renderer.abi import kernel_abi
+  from tinygrad_vk.caps import Caps
+  for flags in ({"i64"}, {"bda"}, set()):
+    with pytest.raises(ValueError, match=r"64-bit indexing, which needs bufferDeviceAddress and shaderInt64"):
+      kernel_abi(Caps(frozenset(flags)), [(1, 2**31 + 1000)], [])
+  assert kernel_abi(Caps(frozenset({"bda", "i64"})), [(1, 2**31 + 1000)], []).address[0] is not None
+
+@needs_bda
+def test_address_without_int64():
+  # bufferDeviceAddress without shaderInt64 (the Raspberry Pi's v3dv): int32 indexes on pointer-typed push constants, no Int64
+  r = run_python(SMALL_RANGE + "\nfrom util import kernel_sources\nassert 'Int64' not in ''.join(kernel_sources(Tensor(np.arange(3000, dtype=np.float32)) * 2))",
+                 {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_PROFILE": "min,bda"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
 @needs_bda
 def test_gpt2_small_by_address():
   # scripts/gpt2_check.py at toy size, the token embedding (and the tied head reading it) past a lowered range

@@ -17,7 +17,8 @@ Push constants (std430, byte offsets):
   then            the scalar vars at TinyELF.iter_sig offsets
 Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
 (OpAccessChain) and the driver scales it to a 64-bit address on a PhysicalStorageBuffer pointer, so byte offsets past 2^31 need
-no 64-bit arithmetic in the shader. An int64 index cannot index an array: on an address slot the renderer computes the element's
+no 64-bit arithmetic in the shader, and no shaderInt64: the address is a pointer-typed push constant (bufferDeviceAddress without
+shaderInt64, as on the Raspberry Pi's v3dv, passes buffers of any size by address). An int64 index cannot index an array: on an address slot the renderer computes the element's
 address in 64 bits (base + index * itemsize); a descriptor slot has at most 2^31-1 elements (a bigger one goes by address, and is
 refused without `bda`), so its int64 index is narrowed to int32 without loss.
 """
@@ -43,8 +44,9 @@ class KernelABI:
 
 def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
   if numel is None: return "bda" in caps
-  if numel > INT32_MAX and "bda" not in caps:
-    raise ValueError(f"a buffer of {numel} elements needs 64-bit indexing, which needs bufferDeviceAddress (VULKAN_DISABLE=bda or missing)")
+  if numel > INT32_MAX and not {"bda", "i64"} <= caps.flags:
+    raise ValueError(f"a buffer of {numel} elements needs 64-bit indexing, which needs bufferDeviceAddress and shaderInt64 "
+                     f"(missing or off: {', '.join(f for f in ('bda', 'i64') if f not in caps)})")
   return "bda" in caps and numel * itemsize + caps.align - 1 > caps.range
 
 def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
