@@ -18,11 +18,12 @@ suballocation, and every block starts with GUARD such bytes. Kernels bind their 
 bounds-check descriptors, like lavapipe, would drop a store past the end unseen), so a read past the end gets NaN, the largest
 integer or an invalid bool, and a store past it changes the guard. Guards are checked at every synchronisation and when their
 buffer is freed: a changed one raises, naming the buffer and the kernels that ran since the last check. The host checks them
-through a mapping, so device buffers then live only in host-visible memory.
+through a mapping, so device buffers then live only in host-visible memory. A synchronisation checks the guards of the buffers
+used since the last one (a store past the end lands in the buffer's own guard) and those of the blocks.
 """
 from __future__ import annotations
 import bisect
-from tinygrad.device import LRUAllocator, BufferSpec
+from tinygrad.device import Allocator, LRUAllocator, BufferSpec
 from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
 from tinygrad.runtime.support.memory import TLSFAllocator
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
@@ -92,9 +93,11 @@ class VulkanAllocator(LRUAllocator):
     self.picker = MemoryPicker(phys, bool(env_number("VULKAN_FORCE_STAGING", 0)), self.guard)
     if self.guard and not self.picker.mapped + self.picker.local:
       raise RuntimeError(f"VULKAN_GUARD=1: {phys.name} has no host-visible device memory to check guards in")
-    self.guards: dict[int, tuple[VulkanBuffer|None, Block, int, int]] = {}   # id of a buffer or block -> (buffer, block, guard range)
+    # id of a buffer or block -> (the buffer, its block, guard range)
+    self.guards: dict[int, tuple[VulkanBuffer, Block, int, int]] = {}
+    self.block_guards: dict[int, tuple[None, Block, int, int]] = {}
     self.violations: list[str] = []   # guards found changed when their buffer was freed, raised at the next check
-    if self.guard: dev.queue.ran = []
+    if self.guard: dev.queue.ran, dev.queue.touched = [], set()
     self.staging: list[tuple[int, int, VulkanBuffer]] = []   # free staging buffers, sorted by size
     self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
     self.address = "bda" in dev.caps
@@ -154,13 +157,13 @@ class VulkanAllocator(LRUAllocator):
     blk = Block(mem[0], req.size, buf[0], size, ptr, host, gpu, heap, (ti, mapped), sub)
     if self.guard:
       if sub: assert blk.tlsf.alloc(GUARD) == 0   # the block's first bytes are its guard
-      self.add_guard(id(blk), None, blk, 0, GUARD)
+      self.block_guards[id(blk)] = self.poison(None, blk, 0, GUARD)
     return blk
 
   def free_block(self, blk:Block):
     # the books first: an exception between the two calls leaks the memory, never frees it twice
     self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
-    self.guards.pop(id(blk), None)
+    self.block_guards.pop(id(blk), None)
     lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
     lib.vkFreeMemory(self.dev.vkdev, blk.memory, NULL)   # unmaps it too
 
@@ -200,15 +203,15 @@ class VulkanAllocator(LRUAllocator):
         continue
       blk.used += 1
       b = VulkanBuffer(blk, off, size, bool(self.picker.flags[ti] & CACHED))
-      if self.guard: self.add_guard(id(b), b, blk, off + size, off + need)
+      if self.guard: self.guards[id(b)] = self.poison(b, blk, off + size, off + need)
       return b
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
 
   def destroy(self, b:VulkanBuffer):
-    if self.dev.closed: return
+    if self.dev.closed or (blk := b.block) is None: return
+    b.block = None   # the books first: freed once, even if it is passed here again after an exception
     if self.guard and (g := self.guards.pop(id(b), None)) is not None and (msg := self.guard_changed(*g)):
       self.violations.append(msg + " (found when it was freed)")
-    blk = b.block
     blk.used -= 1
     if blk.tlsf is None: return self.free_block(blk)
     blk.tlsf.free(b.offset)
@@ -226,9 +229,10 @@ class VulkanAllocator(LRUAllocator):
 
   # ---- VULKAN_GUARD
 
-  def add_guard(self, key:int, b:VulkanBuffer|None, blk:Block, start:int, end:int):
+  @staticmethod
+  def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
     ffi.memmove(ffi.cast("void*", blk.host + start), POISON, end - start)
-    self.guards[key] = (b, blk, start, end)
+    return (b, blk, start, end)
 
   def guard_changed(self, b:VulkanBuffer|None, blk:Block, start:int, end:int) -> str|None:
     """What changed in a guard, described; None if nothing did. The pattern is restored: each change is reported once."""
@@ -240,9 +244,12 @@ class VulkanAllocator(LRUAllocator):
              if b is not None else f"the guard at the start of a memory block changed at bytes {bad[0]}..{bad[-1]}")
     return f"{where} ({len(bad)} bytes changed, now {got[bad[0]:bad[-1]+1][:16].hex()})"
 
-  def check_guards(self, kernels:list[str]):
-    """Raise if a guard changed; `kernels` are those that ran since the last check (and are then forgotten)."""
-    bad, self.violations = self.violations + [m for g in list(self.guards.values()) if (m := self.guard_changed(*g))], []
+  def check_guards(self, kernels:list[str], touched:set, done_seq:int):
+    """Raise if the guard of a block or of a buffer in `touched` changed. `kernels` are those that ran since the last check, and
+    are then forgotten, as are the buffers no queued work uses any more."""
+    gs = [*self.block_guards.values(), *(g for r in touched if (g := self.guards.get(id(r))) is not None and g[0] is r)]
+    touched.difference_update([r for r in touched if r.last_use <= done_seq])
+    bad, self.violations = self.violations + [m for g in gs if (m := self.guard_changed(*g))], []
     if not bad: return
     names = ", ".join(kernels[-GUARD_NAMES:]) + (f" (after {len(kernels) - GUARD_NAMES} more)" if len(kernels) > GUARD_NAMES else "")
     kernels.clear()
@@ -261,9 +268,7 @@ class VulkanAllocator(LRUAllocator):
     super().free(opaque, size, options)
     if len(self.cache.get((size, options), ())) == n: return   # not cached (nolru, LRU=0): freed already
     self.lru_bytes += size
-    if self.lru_bytes > self.lru_cap:
-      LRUAllocator.free_cache(self)
-      self.lru_bytes = 0
+    if self.lru_bytes > self.lru_cap: self.free_lru()
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
@@ -347,10 +352,17 @@ class VulkanAllocator(LRUAllocator):
     bisect.insort(self.staging, (st.size, id(st), st))
     self.staging_bytes += st.size
 
-  def free_cache(self):
-    super().free_cache()
+  def free_lru(self):
+    # each buffer leaves tinygrad's cache before it is freed (LRUAllocator.free_cache empties the lists after): an exception in
+    # between must not leave a freed buffer there to be handed out again
+    for (sz, options), opaques in self.cache.items():
+      while opaques: Allocator.free(self, opaques.pop(), sz, options)
     self.lru_bytes = 0
-    for _, _, st in self.staging: self.destroy(st)
-    self.staging.clear()
-    self.staging_bytes = 0
+
+  def free_cache(self):
+    self.free_lru()
+    while self.staging:   # popped before destroyed, as above
+      sz, _, st = self.staging.pop()
+      self.staging_bytes -= sz
+      self.destroy(st)
     self.release_empty()

@@ -158,7 +158,9 @@ class CommandQueue:
     self.lock = threading.RLock()
     self.lost: str|None = None   # why the device is lost: checked by every call
     self.waiting = False         # in a fence wait, where SIGINT is taken at once
-    self.ran: list[str]|None = None   # VULKAN_GUARD (set by the allocator): kernels completed since the last guard check
+    # VULKAN_GUARD (set by the allocator): kernels completed and buffers used since the last guard check
+    self.ran: list[str]|None = None
+    self.touched: set|None = None
     interrupts.watch(self)
 
   def __enter__(self) -> CommandQueue:
@@ -217,6 +219,7 @@ class CommandQueue:
       self.hazards.order(b.cmd, reads, writes)
       for x in reads: x.root.last_use = b.seq
       for x in writes: x.root.last_use = b.seq
+      if self.touched is not None: self.touched.update(x.root for x in reads + writes)
     except BaseException:
       self._release()
       raise
@@ -231,6 +234,7 @@ class CommandQueue:
       b = self.batch()
       self.hazards.order_all(b.cmd)
       for x in bufs: x.root.last_use = b.seq
+      if self.touched is not None: self.touched.update(x.root for x in bufs)
     except BaseException:
       self._release()
       raise
@@ -307,7 +311,7 @@ class CommandQueue:
       while self.inflight and self.inflight[0].seq <= seq:
         self._wait_fence(self.inflight[0])
         self.retire()
-      if self.ran is not None: self.dev.allocator.check_guards(self.ran)
+      if self.ran is not None: self.dev.allocator.check_guards(self.ran, self.touched, self.done_seq)
     self.dev.check_validation()
 
   def _wait_fence(self, b:Batch):
