@@ -17,9 +17,10 @@ race with it, so such a copy goes through staging too, in queue order.
 suballocation, and every block starts with GUARD such bytes. Kernels bind their buffers with the guard in range (drivers that
 bounds-check descriptors, like lavapipe, would drop a store past the end unseen), so a read past the end gets NaN, the largest
 integer or an invalid bool, and a store past it changes the guard. Guards are checked at every synchronisation and when their
-buffer is freed: a changed one raises, naming the buffer and the kernels that ran since the last check. The host checks them
-through a mapping, so device buffers then live only in host-visible memory. A synchronisation checks the guards of the buffers
-used since the last one (a store past the end lands in the buffer's own guard) and those of the blocks.
+buffer is freed: a changed one raises, naming the buffer and the kernels that ran since the last check. A synchronisation
+checks the blocks' guards and those of the buffers used since the last one (a store past the end lands in the buffer's own
+guard), not all: that would make a program with many buffers quadratic. The host checks guards through a mapping, so device
+buffers then live only in host-visible memory.
 """
 from __future__ import annotations
 import bisect
@@ -194,9 +195,10 @@ class VulkanAllocator(LRUAllocator):
       raise MemoryError(f"VULKAN: a buffer of {size_to_str(size)} is over {phys.name}'s limit of {size_to_str(phys.max_buffer)}")
     errs = []
     for ti in candidates:
-      m, need = mapped or ti in self.picker.mapped, size + (guard_len(size) if self.guard else 0)
+      # VULKAN_GUARD: the buffer's guard after it; a buffer of its own starts after the block's guard
+      m, need, lead = mapped or ti in self.picker.mapped, size + (guard_len(size) if self.guard else 0), GUARD if self.guard else 0
       try:
-        if need > self.block_limit(ti) // 2: blk, off = self.new_block(need + (GUARD if self.guard else 0), ti, m, sub=False), GUARD if self.guard else 0
+        if need > self.block_limit(ti) // 2: blk, off = self.new_block(lead + need, ti, m, sub=False), lead
         else: blk, off = self.suballocate(need, ti, m)
       except MemoryError as e:
         errs.append(f"memory type {ti}: {e}")
