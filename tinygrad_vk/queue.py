@@ -195,7 +195,7 @@ class CommandQueue:
 
   def batch(self) -> Batch:
     """The open batch; a new one is begun if there is none. The caller holds the lock."""
-    self.settle()
+    if self.doubt is not None: self.settle()   # on every launch: no call when there is nothing to settle
     if self.cur is not None and self.cur.ending: self.flush()   # closed by a flush that an exception cut short: it goes first
     if (b := self.cur) is None:
       b = self.free.pop() if self.free else Batch(self)
@@ -380,7 +380,7 @@ class Interrupts:
   """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
   released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
   thread; that handler gets every interrupt. Python runs signal handlers in the main thread only. A handler installed later
-  replaces this one: interrupts then land anywhere again, and only a submit call that raised before it ran is recovered."""
+  replaces this one: interrupts then land anywhere again, which every step survives (see Faults above)."""
   def __init__(self): self.queues: list[CommandQueue] = []; self.prev: Callable|None = None; self.pending: tuple|None = None
 
   def watch(self, q:CommandQueue):
