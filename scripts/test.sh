@@ -5,14 +5,15 @@
 # batch boundaries fall inside launches, staged copies and graphs); with the GLSL renderer under the Khronos validation layer
 # with synchronisation validation at the default batch size (DEV=VULKAN:GLSL VULKAN_VALIDATION=1); and as the poorest
 # conformant Vulkan 1.2 device (VULKAN_PROFILE=min: no optional feature, the minimum limits; tests that need a missing feature
-# skip naming it). Any validation message fails the test. Extra arguments go to pytest.
+# skip naming it). Passes 2 and 4 also run with VULKAN_GUARD=1: a store outside its buffer fails the test. Any validation
+# message fails the test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export VULKAN_VALIDATE_SPIRV=1
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@")
 echo "[test] 1/4 default";                                                "${PYTEST[@]}"
-echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3"
-VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
+echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 VULKAN_GUARD=1"
+VULKAN_GUARD=1 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 3/4 DEV=VULKAN:GLSL VULKAN_VALIDATION=1";                    DEV=VULKAN:GLSL VULKAN_VALIDATION=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
-echo "[test] 4/4 VULKAN_PROFILE=min";                                     VULKAN_PROFILE=min LP_NUM_THREADS=0 "${PYTEST[@]}"
+echo "[test] 4/4 VULKAN_PROFILE=min VULKAN_GUARD=1";                      VULKAN_PROFILE=min VULKAN_GUARD=1 LP_NUM_THREADS=0 "${PYTEST[@]}"

@@ -95,8 +95,8 @@ def test_descriptor_pool_exhaustion_takes_a_new_pool(vk_hooks, monkeypatch):
   monkeypatch.setattr(q, "max_cmds", 64)
   a, b = Tensor(data(777)).realize(), Tensor(data(777)).realize()
   (a + b).realize()   # compiled, and the open batch has a pool
-  taken, orig = [], q.get_desc_pool
-  monkeypatch.setattr(q, "get_desc_pool", lambda: (taken.append(1), orig())[1])
+  taken, orig = [], q.new_desc_pool
+  monkeypatch.setattr(q, "new_desc_pool", lambda: (taken.append(1), orig())[1])
   def alloc(real, *args):
     del vk_hooks["vkAllocateDescriptorSets"]
     return ERROR_OUT_OF_POOL_MEMORY   # the batch's pool is full

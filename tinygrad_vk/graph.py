@@ -55,13 +55,13 @@ class VulkanGraph(GraphRunner):
       # profiled replays reuse one set of queries: the previous replay's must be read first
       if self.dirty or (self.query_pool is not None and self.last_seq): self._record()
       with q.prepare_opaque(self.roots) as batch:
+        self.last_seq = batch.seq   # before the replay is recorded: an exception right after it must not let _record reset it
         if self.query_pool is not None: lib.vkCmdResetQueryPool(batch.cmd, self.query_pool, 0, 2 * len(self.calls))
         t0 = batch.timestamp() if wait else None
         lib.vkCmdExecuteCommands(batch.cmd, 1, self.cmds)
         t1 = batch.timestamp() if t0 is not None else None
         batch.names.append(self.label)
       if self.query_pool is not None: q.defer(batch.seq, self._collect)
-      self.last_seq = batch.seq
     return q.timed_wait(batch, t0, t1) if wait else None
 
   def _record(self):
@@ -70,6 +70,8 @@ class VulkanGraph(GraphRunner):
     if not self.dirty: return
     for j in sorted(self.dirty): self.pcs[j] = self.runtimes[j].bind(self.sets[j], self.bufs[j], self.scalars[j])
     cmd, hazards, roots, qp = self.cmd, Hazards(), {}, self.query_pool
+    # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
+    check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
     for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):

@@ -12,10 +12,19 @@ A buffer lives in host-visible device memory when the device has such a type (la
 copied with memcpy; otherwise in device-local memory, reached through host-visible staging buffers and queue-ordered copies.
 `VULKAN_FORCE_STAGING=1` takes the second path on any driver. A host memcpy into a buffer that queued work still uses would
 race with it, so such a copy goes through staging too, in queue order.
+
+`VULKAN_GUARD=1` (a debugging mode): every buffer is followed by at least GUARD bytes of a poison pattern up to the next
+suballocation, and every block starts with GUARD such bytes. Kernels bind their buffers with the guard in range (drivers that
+bounds-check descriptors, like lavapipe, would drop a store past the end unseen), so a read past the end gets NaN, the largest
+integer or an invalid bool, and a store past it changes the guard. Guards are checked at every synchronisation and when their
+buffer is freed: a changed one raises, naming the buffer and the kernels that ran since the last check. A synchronisation
+checks the blocks' guards and those of the buffers used since the last one (a store past the end lands in the buffer's own
+guard), not all: that would make a program with many buffers quadratic. The host checks guards through a mapping, so device
+buffers then live only in host-visible memory.
 """
 from __future__ import annotations
 import bisect
-from tinygrad.device import LRUAllocator, BufferSpec
+from tinygrad.device import Allocator, LRUAllocator, BufferSpec
 from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
 from tinygrad.runtime.support.memory import TLSFAllocator
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
@@ -34,12 +43,21 @@ SUB_ALIGN = 256
 # blocks of a memory type grow from the first size, doubling, up to the last (at most 1/8 of the heap, as VMA does)
 BLOCK_FIRST, BLOCK_LAST = 16 << 20, 256 << 20
 HEAP_SHARE = 0.8  # of a heap this process may use when the driver reports no budget
+GUARD = 256       # VULKAN_GUARD: the least guard after a buffer, and the guard at the start of a block
+# NaN as every float type (float16/bfloat16/float32/float64/fp8 read any aligned part of it), INT_MAX or -1 as integers, no bool
+POISON = b"\xff\xff\xff\x7f" * (2 * GUARD // 4)
+GUARD_NAMES = 16  # kernels named in a guard violation
+
+def guard_len(size:int) -> int:
+  """VULKAN_GUARD: the bytes after a buffer of `size` bytes up to the next suballocation, all guard."""
+  return round_up(size + GUARD, SUB_ALIGN) - size
 
 class Block:
   """One VkDeviceMemory of `nbytes` and a VkBuffer of `size` over it; `tlsf` hands out its ranges (None: one buffer's own allocation)."""
-  __slots__ = ("memory", "nbytes", "handle", "size", "ptr", "gpu", "heap", "pool", "tlsf", "used")
-  def __init__(self, memory, nbytes:int, handle, size:int, ptr:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
+  __slots__ = ("memory", "nbytes", "handle", "size", "ptr", "host", "gpu", "heap", "pool", "tlsf", "used")
+  def __init__(self, memory, nbytes:int, handle, size:int, ptr:int|None, host:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
     self.memory, self.nbytes, self.handle, self.size, self.ptr, self.gpu, self.heap, self.pool = memory, nbytes, handle, size, ptr, gpu, heap, pool
+    self.host = host   # the host address of the memory: `ptr`, or a mapping only VULKAN_GUARD uses
     self.tlsf, self.used = TLSFAllocator(size, block_size=SUB_ALIGN) if sub else None, 0
 
 class VulkanBuffer:
@@ -58,19 +76,29 @@ class VulkanBuffer:
 
 class MemoryPicker:
   """Memory type choices for each kind of buffer, best first."""
-  def __init__(self, phys, force_staging:bool):
+  def __init__(self, phys, force_staging:bool, guard:bool):
     types = phys.memory_types
     def rank(want, prefer=0, avoid=0): return [t.index for t in sorted((t for t in types if t.flags & want == want),
                                                 key=lambda t: (-bin(t.flags & prefer).count("1"), bin(t.flags & avoid).count("1"), t.index))]
     self.mapped = [] if force_staging else rank(LOCAL | VISIBLE | COHERENT, prefer=CACHED)
     self.local = [t for t in rank(LOCAL, avoid=VISIBLE) if t not in self.mapped]
     self.host = rank(VISIBLE | COHERENT, prefer=CACHED, avoid=LOCAL)
+    # VULKAN_GUARD checks guards from the host: only memory it can map (device-local if the device has such: BAR, UMA, lavapipe)
+    if guard: self.local = [t for t in self.local if t in rank(VISIBLE | COHERENT)]
     self.flags = {t.index: t.flags for t in types}
 
 class VulkanAllocator(LRUAllocator):
   def __init__(self, dev):
     phys = dev.phys
-    self.picker = MemoryPicker(phys, bool(env_number("VULKAN_FORCE_STAGING", 0)))
+    self.guard = bool(env_number("VULKAN_GUARD", 0))
+    self.picker = MemoryPicker(phys, bool(env_number("VULKAN_FORCE_STAGING", 0)), self.guard)
+    if self.guard and not self.picker.mapped + self.picker.local:
+      raise RuntimeError(f"VULKAN_GUARD=1: {phys.name} has no host-visible device memory to check guards in")
+    # id of a buffer or block -> (the buffer, its block, guard range)
+    self.guards: dict[int, tuple[VulkanBuffer, Block, int, int]] = {}
+    self.block_guards: dict[int, tuple[None, Block, int, int]] = {}
+    self.violations: list[str] = []   # guards found changed when their buffer was freed, raised at the next check
+    if self.guard: dev.queue.ran, dev.queue.touched = [], set()
     self.staging: list[tuple[int, int, VulkanBuffer]] = []   # free staging buffers, sorted by size
     self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
     self.address = "bda" in dev.caps
@@ -113,11 +141,12 @@ class VulkanAllocator(LRUAllocator):
             "vkAllocateMemory")
       try:
         check(lib.vkBindBufferMemory(d, buf[0], mem[0], 0), "vkBindBufferMemory")
-        ptr = None
-        if mapped:
+        ptr = host = None
+        if mapped or self.guard:
           p = ffi.new("void**")
           check(lib.vkMapMemory(d, mem[0], 0, WHOLE_SIZE, 0, p), "vkMapMemory")
-          ptr = int(ffi.cast("uintptr_t", p[0]))
+          host = int(ffi.cast("uintptr_t", p[0]))
+          ptr = host if mapped else None
         gpu = lib.vkGetBufferDeviceAddress(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.address else 0
       except BaseException:
         lib.vkFreeMemory(d, mem[0], NULL)
@@ -126,12 +155,18 @@ class VulkanAllocator(LRUAllocator):
       lib.vkDestroyBuffer(d, buf[0], NULL)
       raise
     self.count, self.heap_used[heap] = self.count + 1, self.heap_used[heap] + req.size
-    return Block(mem[0], req.size, buf[0], size, ptr, gpu, heap, (ti, mapped), sub)
+    blk = Block(mem[0], req.size, buf[0], size, ptr, host, gpu, heap, (ti, mapped), sub)
+    if self.guard:
+      if sub: assert blk.tlsf.alloc(GUARD) == 0   # the block's first bytes are its guard
+      self.block_guards[id(blk)] = self.poison(None, blk, 0, GUARD)
+    return blk
 
   def free_block(self, blk:Block):
+    # the books first: an exception between the two calls leaks the memory, never frees it twice
+    self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
+    self.block_guards.pop(id(blk), None)
     lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
     lib.vkFreeMemory(self.dev.vkdev, blk.memory, NULL)   # unmaps it too
-    self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
 
   def block_limit(self, ti:int) -> int:
     return max(BLOCK_FIRST, min(BLOCK_LAST, self.dev.phys.memory_types[ti].heap_size // 8, self.dev.phys.max_alloc))
@@ -160,20 +195,25 @@ class VulkanAllocator(LRUAllocator):
       raise MemoryError(f"VULKAN: a buffer of {size_to_str(size)} is over {phys.name}'s limit of {size_to_str(phys.max_buffer)}")
     errs = []
     for ti in candidates:
-      m = mapped or ti in self.picker.mapped
+      # VULKAN_GUARD: the buffer's guard after it; a buffer of its own starts after the block's guard
+      m, need, lead = mapped or ti in self.picker.mapped, size + (guard_len(size) if self.guard else 0), GUARD if self.guard else 0
       try:
-        if size > self.block_limit(ti) // 2: blk, off = self.new_block(size, ti, m, sub=False), 0
-        else: blk, off = self.suballocate(size, ti, m)
+        if need > self.block_limit(ti) // 2: blk, off = self.new_block(lead + need, ti, m, sub=False), lead
+        else: blk, off = self.suballocate(need, ti, m)
       except MemoryError as e:
         errs.append(f"memory type {ti}: {e}")
         continue
       blk.used += 1
-      return VulkanBuffer(blk, off, size, bool(self.picker.flags[ti] & CACHED))
+      b = VulkanBuffer(blk, off, size, bool(self.picker.flags[ti] & CACHED))
+      if self.guard: self.guards[id(b)] = self.poison(b, blk, off + size, off + need)
+      return b
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
 
   def destroy(self, b:VulkanBuffer):
-    if self.dev.closed: return
-    blk = b.block
+    if self.dev.closed or (blk := b.block) is None: return
+    b.block = None   # the books first: freed once, even if it is passed here again after an exception
+    if self.guard and (g := self.guards.pop(id(b), None)) is not None and (msg := self.guard_changed(*g)):
+      self.violations.append(msg + " (found when it was freed)")
     blk.used -= 1
     if blk.tlsf is None: return self.free_block(blk)
     blk.tlsf.free(b.offset)
@@ -189,6 +229,35 @@ class VulkanAllocator(LRUAllocator):
         pool.remove(blk)
         self.free_block(blk)
 
+  # ---- VULKAN_GUARD
+
+  @staticmethod
+  def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
+    ffi.memmove(ffi.cast("void*", blk.host + start), POISON, end - start)
+    return (b, blk, start, end)
+
+  def guard_changed(self, b:VulkanBuffer|None, blk:Block, start:int, end:int) -> str|None:
+    """What changed in a guard, described; None if nothing did. The pattern is restored: each change is reported once."""
+    got = ffi.buffer(ffi.cast("char*", blk.host + start), end - start)[:]
+    if got == POISON[:end - start]: return None
+    bad = [i for i in range(end - start) if got[i] != POISON[i]]
+    ffi.memmove(ffi.cast("void*", blk.host + start), POISON, end - start)
+    where = (f"the guard after the buffer of {b.size} bytes at byte {b.offset} of a memory block changed {bad[0]}..{bad[-1]} bytes past its end"
+             if b is not None else f"the guard at the start of a memory block changed at bytes {bad[0]}..{bad[-1]}")
+    return f"{where} ({len(bad)} bytes changed, now {got[bad[0]:bad[-1]+1][:16].hex()})"
+
+  def check_guards(self, kernels:list[str], touched:set, done_seq:int):
+    """Raise if the guard of a block or of a buffer in `touched` changed. `kernels` are those that ran since the last check, and
+    are then forgotten, as are the buffers no queued work uses any more."""
+    gs = [*self.block_guards.values(), *(g for r in touched if (g := self.guards.get(id(r))) is not None and g[0] is r)]
+    touched.difference_update([r for r in touched if r.last_use <= done_seq])
+    bad, self.violations = self.violations + [m for g in gs if (m := self.guard_changed(*g))], []
+    if not bad: return
+    names = ", ".join(kernels[-GUARD_NAMES:]) + (f" (after {len(kernels) - GUARD_NAMES} more)" if len(kernels) > GUARD_NAMES else "")
+    kernels.clear()
+    raise RuntimeError(f"VULKAN_GUARD: memory outside a buffer was written on {self.dev.device}: " + "; ".join(bad[:8]) +
+                       (f" (and {len(bad) - 8} more)" if len(bad) > 8 else "") + f". Kernels run since the last check: {names or 'none'}")
+
   # ---- tinygrad Allocator hooks
 
   def alloc(self, size:int, options:BufferSpec|None=None):
@@ -201,9 +270,7 @@ class VulkanAllocator(LRUAllocator):
     super().free(opaque, size, options)
     if len(self.cache.get((size, options), ())) == n: return   # not cached (nolru, LRU=0): freed already
     self.lru_bytes += size
-    if self.lru_bytes > self.lru_cap:
-      LRUAllocator.free_cache(self)
-      self.lru_bytes = 0
+    if self.lru_bytes > self.lru_cap: self.free_lru()
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
@@ -287,10 +354,17 @@ class VulkanAllocator(LRUAllocator):
     bisect.insort(self.staging, (st.size, id(st), st))
     self.staging_bytes += st.size
 
-  def free_cache(self):
-    super().free_cache()
+  def free_lru(self):
+    # each buffer leaves tinygrad's cache before it is freed (LRUAllocator.free_cache empties the lists after): an exception in
+    # between must not leave a freed buffer there to be handed out again
+    for (sz, options), opaques in self.cache.items():
+      while opaques: Allocator.free(self, opaques.pop(), sz, options)
     self.lru_bytes = 0
-    for _, _, st in self.staging: self.destroy(st)
-    self.staging.clear()
-    self.staging_bytes = 0
+
+  def free_cache(self):
+    self.free_lru()
+    while self.staging:   # popped before destroyed, as above
+      sz, _, st = self.staging.pop()
+      self.staging_bytes -= sz
+      self.destroy(st)
     self.release_empty()

@@ -8,6 +8,7 @@ from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
 from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
+from tinygrad_vk.memory import guard_len
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
@@ -54,6 +55,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, dt.fmt) for off, dt in abi.vars]
     self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
+    self.guard = dev.allocator.guard
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if self.ndesc > caps.bufs:
@@ -146,6 +148,8 @@ class VulkanProgram(Program["VulkanDevice"]):
         # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words
         if (rng := round_up(rem + b.size, 4)) > caps.range:
           raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
+        # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen
+        if self.guard: rng = max(rng, min(caps.range, (r := b.root).offset + r.size + guard_len(r.size) - b.offset + rem))
         info = infos[abi.binding[i]]
         info.buffer, info.offset, info.range = b.handle, b.offset - rem, rng
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "

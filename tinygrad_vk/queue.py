@@ -7,9 +7,12 @@ for their own command buffers too. The queue's ranges survive submission: a barr
 the same queue, so the first dependent command of the next batch gets one.
 
 Faults. Every queue operation holds the queue's lock, so threads take turns. While the main thread holds it, SIGINT is held
-back until the outermost release (`Interrupts`): an interrupt never lands between a submit and its bookkeeping. Fence waits
-return to Python every 100 ms, so an interrupt during a long wait is taken at once and the batch stays tracked. A batch whose
-submit call raised stays open and goes with the next submission. A failed submit, VK_ERROR_DEVICE_LOST, a fence that does not
+back until the outermost release (`Interrupts`). Fence waits return to Python every 100 ms, so an interrupt during a long wait
+is taken at once and the batch stays tracked. Without that hold-back (a handler the user installed, another signal, another
+thread) an exception may come right after any Vulkan call, before the bookkeeping that follows it; every such step is safe
+to redo or finds out what happened: a batch is reset before it is begun again, retirement only moves batches between lists
+(their fence and pools are reset when they are begun again), and a submission that an exception interrupted is settled by
+the batch's fence once the queue is idle (`settle`). A failed submit, VK_ERROR_DEVICE_LOST, a fence that does not
 signal within VULKAN_TIMEOUT_S seconds, and os.fork() (a child inherits no driver threads) make the queue lost: every later call
 raises the same `DeviceLost`, naming the device and the last kernels of the lost batches.
 """
@@ -89,11 +92,12 @@ class Batch:
   """An open command buffer. Used as `with q.prepare(...) as b:`, the queue never submits it while the block records into it."""
   def __init__(self, q:CommandQueue):
     self.q, self.cmd, self.seq, self.ncmds, self.nqueries = q, q.new_command_buffer(), 0, 0, 0
-    self.ended = False   # closed for submission: a batch whose submit call raised keeps it and is submitted by the next flush
+    self.ending, self.ended = False, []   # vkEndCommandBuffer called; its result (see CommandQueue.end)
     self.fence = ffi.new("VkFence*")
     check(lib.vkCreateFence(q.vkdev, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
     self.query_pool = timestamp_pool(q.vkdev, QUERIES)
-    self.desc_pools: list = []
+    self.desc_pools: list = []   # this batch's own, reused when it is begun again: a pool never belongs to two batches
+    self.pool_at = 0             # the pool sets are taken from
     self.profile: list[tuple[int, str, bytes|None]] = []   # (first query, kernel name, profile key)
     self.names: list[str] = []                              # kernels launched, named if the batch is lost
     self.cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])   # cffi does not keep a struct field's pointee alive: named here
@@ -106,23 +110,26 @@ class Batch:
   def __exit__(self, *exc): self.q.recorded(self)
 
   def begin(self, seq:int):
+    """Reset what the last use left (all idempotent, so a begin that an exception cut short is simply redone), then begin."""
+    check(lib.vkResetCommandBuffer(self.cmd, 0), "vkResetCommandBuffer")   # a begun buffer cannot be begun again
+    check(lib.vkResetFences(self.q.vkdev, 1, self.fence), "vkResetFences")
+    for p in self.desc_pools: check(lib.vkResetDescriptorPool(self.q.vkdev, p, 0), "vkResetDescriptorPool")
+    self.pool_at, self.profile = 0, []
     check(lib.vkBeginCommandBuffer(self.cmd, _BEGIN), "vkBeginCommandBuffer")
     lib.vkCmdResetQueryPool(self.cmd, self.query_pool, 0, QUERIES)
-    self.seq, self.ncmds, self.nqueries, self.ended = seq, 0, 0, False
+    self.seq, self.ncmds, self.nqueries, self.ending, self.ended = seq, 0, 0, False, []
     self.names.clear()
 
   def alloc_set(self, layout) -> object:
     """A descriptor set that lives until this batch retires; a new pool when the current one runs out."""
     self.set_layout[0] = layout
-    if self.desc_pools:
-      self.set_info.descriptorPool = self.desc_pools[-1]
+    while True:
+      if fresh := self.pool_at == len(self.desc_pools): self.desc_pools.append(self.q.new_desc_pool())
+      self.set_info.descriptorPool = self.desc_pools[self.pool_at]
       res = lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out)
       if res == 0: return self.set_out[0]
-      if res not in (ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
-    self.desc_pools.append(self.q.get_desc_pool())
-    self.set_info.descriptorPool = self.desc_pools[-1]
-    check(lib.vkAllocateDescriptorSets(self.q.vkdev, self.set_info, self.set_out), "vkAllocateDescriptorSets")
-    return self.set_out[0]
+      if fresh or res not in (ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
+      self.pool_at += 1
 
   def timestamp(self) -> int|None:
     """Record a timestamp after all earlier commands complete; None when the queue has no timestamps or the batch is full."""
@@ -143,7 +150,7 @@ class CommandQueue:
     self.cur: Batch|None = None
     self.inflight: collections.deque[Batch] = collections.deque()
     self.free: list[Batch] = []
-    self.free_desc_pools: list = []
+    self.doubt: Batch|None = None   # a batch whose vkQueueSubmit an exception interrupted: settle() finds out whether it ran
     self.next_seq, self.done_seq = 1, 0
     self.held = 0   # open `with q.prepare(...)` blocks: the batch they record into must not be submitted under them
     self.hazards = Hazards()
@@ -151,6 +158,9 @@ class CommandQueue:
     self.lock = threading.RLock()
     self.lost: str|None = None   # why the device is lost: checked by every call
     self.waiting = False         # in a fence wait, where SIGINT is taken at once
+    # VULKAN_GUARD (set by the allocator): kernels completed and buffers used since the last guard check
+    self.ran: list[str]|None = None
+    self.touched: set|None = None
     interrupts.watch(self)
 
   def __enter__(self) -> CommandQueue:
@@ -166,7 +176,7 @@ class CommandQueue:
 
   def lose(self, reason:str):
     """Nothing recorded or in flight will complete: every later call raises this error."""
-    names = [n for b in [*self.inflight, *([self.cur] if self.cur is not None else [])] for n in b.names]
+    names = [n for b in [*self.inflight, *(b for b in (self.doubt, self.cur) if b is not None)] for n in b.names]
     shown = ", ".join(names[-NAMES_SHOWN:]) + (f" (after {len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
     self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {shown or 'none'}. "
                  f"Every later use of {self.dev.device} raises this error; restart the process")
@@ -179,20 +189,23 @@ class CommandQueue:
                                                        commandBufferCount=1), out), "vkAllocateCommandBuffers")
     return out[0]
 
-  def get_desc_pool(self): return self.free_desc_pools.pop() if self.free_desc_pools else descriptor_pool(self.vkdev, 512, 4096)
+  def new_desc_pool(self): return descriptor_pool(self.vkdev, 512, 4096)
 
   # ---- recording
 
   def batch(self) -> Batch:
     """The open batch; a new one is begun if there is none. The caller holds the lock."""
-    if self.cur is not None and self.cur.ended: self.flush()   # closed by a flush whose submit call raised: it goes first
+    if self.doubt is not None: self.settle()   # on every launch: no call when there is nothing to settle
+    if self.cur is not None and self.cur.ending: self.flush()   # closed by a flush that an exception cut short: it goes first
     if (b := self.cur) is None:
       b = self.free.pop() if self.free else Batch(self)
-      try: b.begin(self.next_seq)
+      # the number is taken first: an exception after it leaves a number no batch has, never one that two batches have
+      seq, self.next_seq = self.next_seq, self.next_seq + 1
+      try: b.begin(seq)
       except BaseException:
         self.free.append(b)
         raise
-      self.cur, self.next_seq = b, self.next_seq + 1
+      self.cur = b
     return b
 
   def prepare(self, reads:list, writes:list) -> Batch:
@@ -206,6 +219,7 @@ class CommandQueue:
       self.hazards.order(b.cmd, reads, writes)
       for x in reads: x.root.last_use = b.seq
       for x in writes: x.root.last_use = b.seq
+      if self.touched is not None: self.touched.update(x.root for x in reads + writes)
     except BaseException:
       self._release()
       raise
@@ -220,6 +234,7 @@ class CommandQueue:
       b = self.batch()
       self.hazards.order_all(b.cmd)
       for x in bufs: x.root.last_use = b.seq
+      if self.touched is not None: self.touched.update(x.root for x in bufs)
     except BaseException:
       self._release()
       raise
@@ -227,9 +242,9 @@ class CommandQueue:
     return b
 
   def recorded(self, b:Batch):
-    self.held -= 1
-    b.ncmds += 1
     try:
+      self.held -= 1
+      b.ncmds += 1
       if not self.held and (b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES): self.flush()
     finally: self._release()
 
@@ -244,29 +259,59 @@ class CommandQueue:
 
   def flush(self):
     with self:
+      self.settle()
       if (b := self.cur) is None: return
       if self.held: raise RuntimeError("VULKAN: internal error: submitting a command buffer that is still being recorded")
       self.check_usable()
-      if not b.ended:
-        lib.vkCmdPipelineBarrier(b.cmd, STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, _HOST_BARRIER, 0, NULL, 0, NULL)
-        if (res := lib.vkEndCommandBuffer(b.cmd)) != 0: self.lose(f"vkEndCommandBuffer failed: {result_name(res)}")
-        b.ended = True
-      if (res := lib.vkQueueSubmit(self.vkqueue, 1, b.submit_info, b.fence[0])) != 0: self.lose(f"vkQueueSubmit failed: {result_name(res)}")
+      self.end(b)
+      # until the batch is in flight it is in doubt: after an exception, settle() finds out whether the submit ran
+      self.doubt = b
       self.cur = None
+      if (res := lib.vkQueueSubmit(self.vkqueue, 1, b.submit_info, b.fence[0])) != 0: self.lose(f"vkQueueSubmit failed: {result_name(res)}")
       self.inflight.append(b)
+      self.doubt = None
       self.retire()
       while len(self.inflight) > MAX_INFLIGHT:
         self._wait_fence(self.inflight[0])
         self.retire()
 
+  def end(self, b:Batch):
+    """Close a batch for submission. vkEndCommandBuffer cannot be called twice, and no Vulkan call tells whether it ran: list.extend
+    over map() makes the call and stores its result in one step of C code, where no Python signal handler can run. An exception
+    out of the call itself (a Python hook in the tests) leaves it unknown: the batch can then be neither submitted nor recorded
+    again, and the device is lost."""
+    if not b.ended:
+      if b.ending: self.lose("an exception interrupted vkEndCommandBuffer, so whether the commands recorded since the last submission "
+                             "can be submitted is unknown")
+      # recorded twice if an exception comes right after it: a second barrier changes nothing
+      lib.vkCmdPipelineBarrier(b.cmd, STAGES, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, _HOST_BARRIER, 0, NULL, 0, NULL)
+      call = map(lib.vkEndCommandBuffer, b.cmds)
+      b.ending = True
+      b.ended.extend(call)
+    if b.ended[0] != 0: self.lose(f"vkEndCommandBuffer failed: {result_name(b.ended[0])}")
+
+  def settle(self):
+    """A submission that an exception interrupted may or may not have happened. The batch's fence was unsignalled before it: once
+    the queue is idle, a signalled fence says it ran (it joins the batches in flight), an unsignalled one that it did not (it is
+    open again, closed, and the next flush submits it). Redone from the start if an exception cuts it short."""
+    if (b := self.doubt) is None: return
+    if b.seq > self.done_seq and b not in self.inflight:
+      if (res := lib.vkQueueWaitIdle(self.vkqueue)) != 0: self.lose(f"vkQueueWaitIdle failed: {result_name(res)}")
+      if (res := lib.vkGetFenceStatus(self.vkdev, b.fence[0])) == 0: self.inflight.append(b)
+      elif res == vk.VK_NOT_READY: self.cur = b
+      else: self.lose(f"vkGetFenceStatus failed: {result_name(res)}")
+    self.doubt = None
+
   def wait(self, seq:int):
     """Block until the batch `seq` (and all before it) completed."""
     with self:
       self.check_usable()
+      self.settle()
       if self.cur is not None and self.cur.seq <= seq: self.flush()
       while self.inflight and self.inflight[0].seq <= seq:
         self._wait_fence(self.inflight[0])
         self.retire()
+      if self.ran is not None: self.dev.allocator.check_guards(self.ran, self.touched, self.done_seq)
     self.dev.check_validation()
 
   def _wait_fence(self, b:Batch):
@@ -289,19 +334,19 @@ class CommandQueue:
     return seq <= self.done_seq
 
   def retire(self):
-    """Recycle every batch whose fence has signalled, in order, and run what waited for it. The caller holds the lock."""
+    """Recycle every batch whose fence has signalled, in order, and run what waited for it. The caller holds the lock. Only
+    bookkeeping, in an order where an exception anywhere leaves at worst a batch that is never reused: Batch.begin resets it."""
     while self.inflight:
       b = self.inflight[0]
       if (res := lib.vkGetFenceStatus(self.vkdev, b.fence[0])) == vk.VK_NOT_READY: break
       if res != 0: self.lose(f"vkGetFenceStatus failed: {result_name(res)}")
-      self.inflight.popleft()
-      if b.profile: self._profile(b)
-      for p in b.desc_pools: check(lib.vkResetDescriptorPool(self.vkdev, p, 0), "vkResetDescriptorPool")
-      self.free_desc_pools += b.desc_pools
-      b.desc_pools, b.profile = [], []
-      check(lib.vkResetFences(self.vkdev, 1, b.fence), "vkResetFences")
       self.done_seq = b.seq
+      self.inflight.popleft()
+      if self.ran is not None: self.ran += b.names
+      profile, b.profile = b.profile, []
       self.free.append(b)
+      if profile: self._profile(b, profile)
+    # popped before it runs: an exception in between leaks what fn frees rather than freeing it twice
     while self.deferred and self.deferred[0][0] <= self.done_seq: self.deferred.popleft()[1]()
 
   def defer(self, seq:int, fn:Callable[[], None]):
@@ -314,9 +359,9 @@ class CommandQueue:
       finally: self.lock.release()
     else: self.deferred.append((seq, fn))
 
-  def _profile(self, b:Batch):
+  def _profile(self, b:Batch, profile:list):
     ts = read_timestamps(self, b.query_pool, 0, b.nqueries)
-    for q, name, key in b.profile:
+    for q, name, key in profile:
       st, en = (decimal.Decimal(ts[q+i]) * decimal.Decimal(self.timestamp_period) / 1000 for i in (0, 1))
       Compiled.profile_events.append(ProfileRangeEvent(self.dev.device, name, st, en, key))
 
@@ -335,7 +380,7 @@ class Interrupts:
   """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
   released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
   thread; that handler gets every interrupt. Python runs signal handlers in the main thread only. A handler installed later
-  replaces this one: interrupts then land anywhere again, and only a submit call that raised before it ran is recovered."""
+  replaces this one: interrupts then land anywhere again, which every step survives (see Faults above)."""
   def __init__(self): self.queues: list[CommandQueue] = []; self.prev: Callable|None = None; self.pending: tuple|None = None
 
   def watch(self, q:CommandQueue):
