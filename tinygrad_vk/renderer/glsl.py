@@ -20,7 +20,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
-from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, dtname, kernel_name,
                                          UINT_OF_SIZE, multiple_of, is_view)
@@ -254,7 +254,7 @@ class GLSLRenderer(CStyleLanguage):
     self.extra_matcher = extra_matcher(self.caps)
     # SIN is kept through tinygrad's decompositions where its sin needs 64-bit integers: sin32.py lowers it (check_kernel checks)
     if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda x,dtype: ""}
-    self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
+    self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if dtype not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")

@@ -1,4 +1,4 @@
-"""tinygrad UOps -> SPIR-V 1.5 compute shaders for Vulkan 1.2, with no compiler binary.
+"""tinygrad UOps -> SPIR-V compute shaders (1.5 on Vulkan 1.2+, 1.3 on Vulkan 1.1: caps.spirv_target), with no compiler binary.
 
 The renderer writes SPIR-V assembly (spirv-as syntax, one instruction a line: what DEBUG=4 prints) and compiler.py assembles it
 in-process. A kernel has the GLSL renderer's layout and semantics (renderer/glsl.py, the reference in the differential tests),
@@ -23,7 +23,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_lette
 from tinygrad.renderer import Renderer
 from tinygrad.device import CompileError
 from tinygrad.helpers import prod
-from tinygrad_vk.caps import Caps, FLAGS, MAX_GROUPS_X, VEC_ALIGN
+from tinygrad_vk.caps import Caps, FLAGS, MAX_GROUPS_X, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.kernel import (extra_matcher, check_kernel, plan_kernel, keeps_sin, supported_dtypes, kernel_name, UINT_OF_SIZE,
                                          multiple_of, is_view)
@@ -74,6 +74,7 @@ class SPIRVKernel:
   every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
   def __init__(self, ren:SPIRVRenderer, uops:list[UOp]):
     self.caps, self.r, self.n = ren.caps, {}, 0
+    self.target = spirv_target(self.caps)
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
     self.glob, self.deco, self.iface, self.fvars, self.pro, self.body = [], [], [], [], [], []
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
@@ -151,7 +152,8 @@ class SPIRVKernel:
         self.fvars.append(f"{rid} = {decl}")
       else:
         self.g(rid, decl)
-        self.iface.append(rid)
+        # the entry point lists the variables it uses: every one from SPIR-V 1.4 on, only Input/Output before
+        if sc == "Input" or self.target.version >= (1, 4): self.iface.append(rid)
     return rid
 
   def psb(self, dt:DType, n:int, ro:bool) -> str:
@@ -482,7 +484,12 @@ class SPIRVKernel:
     if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
       raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
     caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]
-    return "\n".join([f"; tinygrad_vk SPIR-V 1.5 (Vulkan 1.2), kernel: {name}", *(f"OpCapability {c}" for c in caps),
+    # what each capability needs declared where its SPIR-V extension is not core yet (SPIR-V 1.3 on Vulkan 1.1)
+    exts = [e for c, e in (("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"), ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
+            ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"))
+            if c in caps and not self.target.core(e)]
+    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"OpCapability {c}" for c in caps),
+      *(f'OpExtension "{e}"' for e in exts),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
       f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} GLSL450",
       f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*local),
@@ -531,7 +538,7 @@ class SPIRVRenderer(Renderer):
     self.supports_float4 = "vec" in self.caps
     self.extra_matcher = extra_matcher(self.caps)
     if keeps_sin(self.caps): self.code_for_op = {**self.code_for_op, Ops.SIN: lambda: None}   # sin32.py lowers it
-    self.compiler = SPIRVCompiler()
+    self.compiler = SPIRVCompiler(spirv_target(self.caps))
 
   def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
 
