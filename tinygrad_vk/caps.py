@@ -80,7 +80,7 @@ class SpirvTarget:
   @property
   def word(self) -> int: return self.version[0] << 16 | self.version[1] << 8   # the module header's version word
   @property
-  def name(self) -> str: return f"SPIR-V {self.version[0]}.{self.version[1]} ({self.env})"
+  def name(self) -> str: return f"SPIR-V {self.version[0]}.{self.version[1]} (target environment {self.env})"
   def core(self, ext:str) -> bool:
     """Whether SPIR-V extension `ext` (which we use) is core in this version: nothing to declare."""
     return self.version >= {"SPV_KHR_16bit_storage": (1, 3), "SPV_KHR_storage_buffer_storage_class": (1, 3), "SPV_KHR_float_controls": (1, 4),
