@@ -7,8 +7,9 @@ docs/capabilities.md: one column per profile, cells passed/failed/skipped/errors
   python scripts/profiles.py --upstream test/backend/test_ops.py test/test_tiny.py    # an upstream subset
 
 tests/ run with the validation layer on (VULKAN_VALIDATION=1), LP_NUM_THREADS=0. The upstream suite needs TG_SRC (an upstream
-tree, see ../shared/tools/upstream_suite/README.md) and VENV (a venv from its setup.sh with this package installed); each run is
-wrapped in `flock /tmp/upstream.lock`, so only one full suite runs at a time on the machine, with its own tinygrad cache.
+tree, see ../shared/tools/upstream_suite/README.md) and VENV (a venv from its setup.sh with this package installed); each full
+run is wrapped in `flock /tmp/upstream.lock`, so only one full suite runs at a time on the machine; each profile has its own
+tinygrad cache.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,18 +22,23 @@ def cell(p:int, f:int, s:int, e:int) -> str: return f"{p}/{f}/{s}/{e}"
 
 def run_tests(profile:str, args:list[str]) -> tuple[str, float]:
   t0 = time.time()
-  r = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *(args or ["tests"])],
+  r = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *(args or ["tests"])],
                      cwd=ROOT, capture_output=True, text=True, env={**os.environ, "VULKAN_PROFILE": profile, "VULKAN_VALIDATION": "1", "LP_NUM_THREADS": "0"})
   last = (r.stdout.strip().splitlines() or [""])[-1]
   n = {k: int(m.group(1)) if (m := re.search(rf"(\d+) {k}", last)) else 0 for k in ("passed", "failed", "skipped", "error")}
-  if r.returncode not in (0, 1): print(r.stdout[-3000:], r.stderr[-3000:], file=sys.stderr)
+  log = os.path.join(tempfile.gettempdir(), f"profiles-tests-{profile}.log")
+  open(log, "w").write(r.stdout + r.stderr)
+  for l in r.stdout.splitlines():
+    if l.startswith(("FAILED", "ERROR")): print(f"[profiles] {profile}: {l}", file=sys.stderr)
+  print(f"[profiles] {profile}: pytest output in {log}", file=sys.stderr)
   return cell(n["passed"], n["failed"], n["skipped"], n["error"]), time.time() - t0
 
 def run_upstream(profile:str, files:list[str]) -> tuple[str, float]:
   out = tempfile.mkdtemp(prefix=f"upstream-{profile}-")
   env = {**os.environ, "VULKAN_PROFILE": profile, "LP_NUM_THREADS": "0", "RESULTS": out,
          "CACHE_DIR": os.path.join(tempfile.gettempdir(), "upstream-cache-profiles", profile)}
-  subprocess.run(["flock", "/tmp/upstream.lock", os.path.join(SUITE, "run.sh"), "VULKAN", *files], env=env, capture_output=True, text=True)
+  lock = [] if files else ["flock", "/tmp/upstream.lock"]   # one full suite at a time on the machine; a file selection needs no lock
+  subprocess.run([*lock, os.path.join(SUITE, "run.sh"), "VULKAN", *files], env=env, capture_output=True, text=True)
   try: s = json.load(open(os.path.join(out, "summary.json")))
   except (OSError, ValueError): return f"no result ({out})", 0.0
   t = s["totals"]

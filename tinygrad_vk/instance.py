@@ -46,8 +46,9 @@ class Instance:
       flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
     # the highest version both the loader and this code know, lowered by VULKAN_PROFILE; each device then uses the lower of
     # this and its own (the validation layer checks that version's rules)
-    loader = ffi.new("uint32_t*")
-    check(lib.vkEnumerateInstanceVersion(loader), "vkEnumerateInstanceVersion")
+    loader = ffi.new("uint32_t*", vk_version(10))
+    try: check(lib.vkEnumerateInstanceVersion(loader), "vkEnumerateInstanceVersion")
+    except AttributeError: pass   # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
     if vk_of(loader[0]) < MIN_VK: raise RuntimeError(f"VULKAN: the Vulkan loader is version {version_str(loader[0])}; tinygrad_vk needs Vulkan 1.1")
     self.vk = min(vk_of(loader[0]), MAX_VK, profile_vk(os.environ.get("VULKAN_PROFILE", "")) or MAX_VK)
     self._keep = [ffi.new("char[]", e) for e in exts] + [ffi.new("char[]", l.encode()) for l in layers] + [ffi.new("char[]", b"tinygrad")]
