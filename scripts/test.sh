@@ -4,9 +4,10 @@
 # passed by device address (VULKAN_MAX_STORAGE_RANGE=4096), under validation with 3 commands per submission (VULKAN_BATCH=3:
 # batch boundaries fall inside launches, staged copies and graphs); with the GLSL renderer under the Khronos validation layer
 # with synchronisation validation at the default batch size (DEV=VULKAN:GLSL VULKAN_VALIDATION=1); and as the poorest
-# conformant Vulkan 1.2 device (VULKAN_PROFILE=min: no optional feature, the minimum limits; tests that need a missing feature
-# skip naming it). Passes 2 and 4 also run with VULKAN_GUARD=1: a store outside its buffer fails the test. Any validation
-# message fails the test. Extra arguments go to pytest.
+# conformant Vulkan 1.1 device under the validation layer (VULKAN_PROFILE=min VULKAN_VALIDATION=1: instance and device created
+# for Vulkan 1.1, kernels in SPIR-V 1.3, no optional feature, the minimum limits; tests that need a missing feature skip naming
+# it). Passes 2 and 4 also run with VULKAN_GUARD=1: a store outside its buffer fails the test. Any validation message fails the
+# test. Extra arguments go to pytest. scripts/profiles.py runs every profile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +17,4 @@ echo "[test] 1/4 default";                                                "${PYT
 echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 VULKAN_GUARD=1"
 VULKAN_GUARD=1 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 3/4 DEV=VULKAN:GLSL VULKAN_VALIDATION=1";                    DEV=VULKAN:GLSL VULKAN_VALIDATION=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
-echo "[test] 4/4 VULKAN_PROFILE=min VULKAN_GUARD=1";                      VULKAN_PROFILE=min VULKAN_GUARD=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
+echo "[test] 4/4 VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1"; VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1 LP_NUM_THREADS=0 "${PYTEST[@]}"

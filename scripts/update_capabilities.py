@@ -13,7 +13,7 @@ def info(profile:str) -> str:
                         env={**os.environ, "VULKAN_PROFILE": profile}).stdout
 
 def main() -> int:
-  tables = {"": info(""), "min:": info("min"), "mobile:": info("mobile")}
+  tables = {"": info(""), "min:": info("min")}
   for doc, keys in (("docs/capabilities.md", tables), ("README.md", [""])):
     path = os.path.join(ROOT, doc)
     text = open(path).read()

@@ -1,16 +1,31 @@
 """VULKAN_PROFILE: a device made to behave like a poorer one, in the capability string, at vkCreateDevice and in the runtime."""
 import pytest
 from tinygrad import Device
-from tinygrad_vk.caps import Caps, apply_profile
+from tinygrad_vk.caps import Caps, apply_profile, profile_vk, with_requirements, spirv_target, PROFILES, ALIASES
 from util import run_python
 
 RICH = Caps(frozenset({"s8", "i8", "s16", "i16", "f16", "i64", "f64", "nan16", "nan32", "nan64", "bda", "vec"}), align=16,
-            wgsize=(1024, 1024, 1024), wginv=1024, smem=65536, pc=256, bufs=32, range=1 << 32, allocs=1 << 32)
+            wgsize=(1024, 1024, 1024), wginv=1024, smem=65536, pc=256, bufs=32, range=1 << 32, allocs=1 << 32, vk=13)
 
 def test_min_lowers_everything():
   c = apply_profile(RICH, "min")
   assert c.flags == {"vec"}
   assert (c.align, c.wgsize, c.wginv, c.smem, c.pc, c.bufs, c.range, c.allocs) == (256, (128, 128, 64), 128, 16384, 128, 4, 1 << 27, 4096)
+  assert c.vk == 11 and spirv_target(c).version == (1, 3) and spirv_target(RICH).version == (1, 5)
+
+def test_android2022_is_the_khronos_profile():
+  # VP_ANDROID_baseline_2022.json revision 2: api-version 1.1.106, and its limits (docs/capabilities.md)
+  c = apply_profile(RICH, "android2022")
+  assert c.flags == {"vec"} and c.vk == 11 and profile_vk("android2022") == 11
+  assert (c.align, c.wgsize, c.wginv, c.smem, c.pc, c.bufs, c.range, c.allocs) == (256, (128, 128, 64), 128, 16384, 128, 4, 1 << 27, 4096)
+
+def test_profiles_grant_only_what_they_list():
+  # a flag's requirements are listed with it, so with_requirements never turns on a feature the device class lacks
+  for name, (flags, limits) in PROFILES.items():
+    assert with_requirements(set(flags)) == flags, name
+    assert 11 <= limits["vk"] <= 13 and apply_profile(RICH, name).flags == flags | {"vec"}, name
+  assert all(a in PROFILES for a in ALIASES.values()) and apply_profile(RICH, "mobile") == apply_profile(RICH, "powervr")
+  assert profile_vk("pi5,min") == 11 and profile_vk("bda") is None and profile_vk("") is None
 
 def test_profile_never_raises_a_capability():
   poor = Caps(frozenset({"vec", "s8"}), align=512, wgsize=(64, 64, 64), wginv=64, smem=8192, pc=64, bufs=3, range=1 << 20, allocs=100)
@@ -21,7 +36,7 @@ def test_profile_never_raises_a_capability():
 def test_second_profile_grants_features():
   assert apply_profile(RICH, "min,bda").flags == {"vec", "bda"}
   assert apply_profile(RICH, "min,i8").flags == {"vec", "i8", "s8"}   # with what it needs
-  assert apply_profile(RICH, "mobile").flags == {"vec", "bda"} and apply_profile(RICH, "mobile,min").bufs == 4
+  assert apply_profile(RICH, "mobile").flags == {"vec", "bda", "nan32"} and apply_profile(RICH, "mobile,min").bufs == 4
   assert apply_profile(RICH, "") == RICH
   with pytest.raises(ValueError, match="unknown profile 'tiny'"): apply_profile(RICH, "tiny")
 
@@ -73,14 +88,15 @@ def test_profile_features_are_not_enabled_on_the_device():
 from tinygrad import Device, dtypes
 from tinygrad.device import Buffer, TinyELF
 from tinygrad.helpers import Target
-from tinygrad_vk.compiler import GLSLCompiler
+import sys; sys.path.insert(0, "tests")
+from util import glsl_compiler
 src = '''#version 450
 #extension GL_EXT_shader_8bit_storage : require
 layout(local_size_x=1) in;
 layout(set=0, binding=0, std430) buffer B0 { uint8_t data0[]; };
 void main() { data0[0] = uint8_t(7); }'''
 dev = Device["VULKAN"]
-prg = dev.runtime(TinyELF(GLSLCompiler().compile(src), "uses_8bit_storage", Target("VULKAN"), ((None, 0, dtypes.uint8, (4,)),)))
+prg = dev.runtime(TinyELF(glsl_compiler().compile(src), "uses_8bit_storage", Target("VULKAN"), ((None, 0, dtypes.uint8, (4,)),)))
 buf = Buffer("VULKAN", 4, dtypes.uint8).allocate()
 try:
   prg(buf._buf, global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)

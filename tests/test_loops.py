@@ -11,8 +11,7 @@ from tinygrad.codegen import to_program
 from tinygrad.engine.realize import run_linear
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.helpers import Context, Target, prod
-from tinygrad_vk.compiler import GLSLCompiler
-from util import data, kernel_programs, run_python, run_kernel, shows
+from util import data, kernel_programs, run_python, run_kernel, shows, glsl_compiler
 
 BUDGET = Device["VULKAN"].renderer.caps.maxloop
 needs_budget = pytest.mark.skipif(not BUDGET, reason="the driver has no loop budget (only llvmpipe has one)")
@@ -26,7 +25,7 @@ void main() {{ int i = int(gl_LocalInvocationID.x); int c1 = 0, c2 = 0;
 {body}
 out_[2*i] = c1; out_[2*i+1] = c2; }}"""
   buf = Buffer("VULKAN", 2 * local, dtypes.int).allocate()
-  prg = Device["VULKAN"].runtime(TinyELF(GLSLCompiler().compile(src), "limiter", Target("VULKAN"), ((None, 0, dtypes.int, ()),)))
+  prg = Device["VULKAN"].runtime(TinyELF(glsl_compiler().compile(src), "limiter", Target("VULKAN"), ((None, 0, dtypes.int, ()),)))
   prg(buf._buf, global_size=(1, 1, 1), local_size=(local, 1, 1), wait=True)
   return np.frombuffer(buf.as_memoryview(), dtype=np.int32).reshape(-1, 2)
 

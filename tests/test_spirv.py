@@ -7,6 +7,7 @@ from tinygrad import Tensor, Device, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.dtype import _to_np_dtype
 from tinygrad_vk.compiler import assemble
+from tinygrad_vk.caps import spirv_target
 from util import data, kernel_sources, run_python, shows, missing
 
 NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes() - {dtypes.bfloat16}, key=lambda d: d.name)
@@ -146,11 +147,12 @@ def test_assembler_matches_spirv_as():
   x, w = Tensor(data((2, 3, 9, 9))), Tensor(data((4, 3, 3, 3)))
   srcs = spirv_sources((x.conv2d(w).relu().max_pool2d().flatten(1).softmax(-1).log() * 2).cast(dtypes.half))
   if not missing(dtypes.float64): srcs += spirv_sources(Tensor([np.nan, np.inf, -np.inf, -0.0], dtype=dtypes.float64) * Tensor(data(4, np.float64)))
+  target = spirv_target(Device["VULKAN"].caps)   # SPIR-V 1.3 on Vulkan 1.1 (VULKAN_PROFILE=min), 1.5 from Vulkan 1.2
   for src in srcs:
     with tempfile.TemporaryDirectory() as d:
       open(f := os.path.join(d, "k.spvasm"), "w").write(src)
-      subprocess.run(["spirv-as", "--target-env", "vulkan1.2", f, "-o", f + ".spv"], check=True, capture_output=True)
-      ref, ours = open(f + ".spv", "rb").read(), assemble(src)
+      subprocess.run(["spirv-as", "--target-env", target.env, f, "-o", f + ".spv"], check=True, capture_output=True)
+      ref, ours = open(f + ".spv", "rb").read(), assemble(src, target.word)
     assert ours[:8] == ref[:8] and ours[12:] == ref[12:], src   # word 2 is the generator id
 
 def test_no_compiler_binary(tmp_path):

@@ -77,9 +77,14 @@ void main() {
 }
 """
 
-def glsl_program(glsl:str, nbufs=1, device="VULKAN", name="test"):
+def glsl_compiler(device="VULKAN"):
+  """glslang for the SPIR-V version the device takes (1.3 on Vulkan 1.1: a 1.5 module is a validation error there)."""
   from tinygrad_vk.compiler import GLSLCompiler
-  return Device[device].runtime(TinyELF(GLSLCompiler().compile(glsl), name, Target("VULKAN"),
+  from tinygrad_vk.caps import spirv_target
+  return GLSLCompiler(target=spirv_target(Device[device].caps))
+
+def glsl_program(glsl:str, nbufs=1, device="VULKAN", name="test"):
+  return Device[device].runtime(TinyELF(glsl_compiler(device).compile(glsl), name, Target("VULKAN"),
                                         tuple((None, i, dtypes.float, (4,)) for i in range(nbufs))))
 
 class LibHooks(dict):

@@ -2,7 +2,7 @@
 import argparse, os, shutil, sys
 from tinygrad.helpers import size_to_str as size
 from tinygrad_vk.vk import version_str
-from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile
+from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile, spirv_target
 
 def mem_flags(f:int) -> str:
   names = ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT", "HOST_CACHED", "LAZILY_ALLOCATED", "PROTECTED"]
@@ -13,7 +13,8 @@ def profile_changes(phys) -> list[str]:
   real = phys.real_caps()
   prof = apply_profile(real, os.environ.get("VULKAN_PROFILE", ""))
   out = [f"{FLAGS[f]}" for f in FLAGS if f in real and f not in prof]
-  return out + [f"{name} {getattr(real, k)} -> {getattr(prof, k)}" for k, name in LIMIT_NAMES.items() if getattr(real, k) != getattr(prof, k)]
+  def fmt(k, v): return f"{v // 10}.{v % 10}" if k == "vk" else v
+  return out + [f"{name} {fmt(k, getattr(real, k))} -> {fmt(k, getattr(prof, k))}" for k, name in LIMIT_NAMES.items() if getattr(real, k) != getattr(prof, k)]
 
 def unsupported(phys, caps) -> list[str]:
   """What this device cannot do, explicitly."""
@@ -36,9 +37,12 @@ def unsupported(phys, caps) -> list[str]:
 def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   from tinygrad_vk.instance import DEVICE_TYPES
   from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
+  from tinygrad_vk.instance import PORTABILITY_SUBSET
   caps, lim = phys.caps(), phys.limits
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
-          ("driver", phys.driver), ("Vulkan API", version_str(phys.api_version))]
+          ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),
+          ("kernels", spirv_target(caps).name)]
+  if PORTABILITY_SUBSET in phys.extensions: rows.append(("portability", f"{PORTABILITY_SUBSET} enabled (a non-conformant layered driver)"))
   if (spec := os.environ.get("VULKAN_PROFILE", "")):
     rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", "; ".join(profile_changes(phys)) or "nothing")]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]

@@ -48,6 +48,7 @@ class Caps:
   range: int = 1 << 27                        # maxStorageBufferRange
   allocs: int = 4096                          # maxMemoryAllocationCount
   maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
+  vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
@@ -68,6 +69,31 @@ class Caps:
       elif k in {f.name for f in fields(Caps)}: kw[k] = int(v)
     return Caps(frozenset(flags), **kw)
 
+# the SPIR-V a kernel is emitted in and spirv-val/glslang's target environment, by the Vulkan version in use. Vulkan 1.1 takes
+# SPIR-V up to 1.3: there 8-bit storage, float controls and physical storage buffers are SPV_KHR_* extensions the kernel declares.
+# From Vulkan 1.2 on kernels are SPIR-V 1.5, where they are core: no extension declarations, and the modules on Vulkan 1.2+
+# devices stay what they were (SPIR-V 1.6 would buy a compute kernel nothing).
+@dataclass(frozen=True)
+class SpirvTarget:
+  env: str                   # glslang --target-env / spirv-val --target-env
+  version: tuple[int, int]   # SPIR-V version
+  @property
+  def word(self) -> int: return self.version[0] << 16 | self.version[1] << 8   # the module header's version word
+  @property
+  def name(self) -> str: return f"SPIR-V {self.version[0]}.{self.version[1]} (target environment {self.env})"
+  def core(self, ext:str) -> bool:
+    """Whether SPIR-V extension `ext` (which we use) is core in this version: nothing to declare."""
+    return self.version >= {"SPV_KHR_16bit_storage": (1, 3), "SPV_KHR_storage_buffer_storage_class": (1, 3), "SPV_KHR_float_controls": (1, 4),
+                            "SPV_KHR_8bit_storage": (1, 5), "SPV_KHR_physical_storage_buffer": (1, 5)}[ext]
+
+SPIRV_1_3, SPIRV_1_5 = SpirvTarget("vulkan1.1", (1, 3)), SpirvTarget("vulkan1.2", (1, 5))
+def spirv_target(caps:Caps) -> SpirvTarget: return SPIRV_1_3 if caps.vk < 12 else SPIRV_1_5
+# Vulkan 1.0 devices (Android's 2021 baseline) are refused: 1.1 made core what every kernel needs (vkGetPhysicalDeviceProperties2,
+# 16-bit storage's extension, VkMemoryAllocateFlagsInfo, vkCmdDispatchBase) and Android 10+ requires 1.1 on 64-bit devices
+MIN_VK, MAX_VK = 11, 13   # MAX_VK: the newest version this code uses (maintenance4's maxBufferSize)
+def vk_version(vk:int) -> int: return (vk // 10) << 22 | (vk % 10) << 12   # VK_MAKE_API_VERSION(0, major, minor, 0)
+def vk_of(api_version:int) -> int: return 10 * (api_version >> 22) + ((api_version >> 12) & 0x3ff)
+
 def disabled_flags(spec:str) -> set[str]:
   """The flags that VULKAN_DISABLE=<spec> removes. Unknown names are an error, so a typo never silently keeps a path on."""
   out: set[str] = set()
@@ -78,20 +104,53 @@ def disabled_flags(spec:str) -> set[str]:
 
 # VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
 # only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
-# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer paths are not device features: every profile keeps them.
+# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer paths are not device features: every profile
+# keeps them. A profile's `vk` also lowers the API version the instance and device are created with, so on a newer driver the
+# validation layer checks that version's rules (structs, entry points, SPIR-V version).
+# Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
+# does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
 RENDERER_PATHS = frozenset({"vec", "spread"})
+_VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
-  # the Vulkan 1.2 required minimums: no optional feature at all
-  "min": (frozenset(), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
-  # a typical Mali/Adreno phone (sources in docs/capabilities.md): Android's 2022 baseline limits, 4 storage buffers per stage
-  # (older Mali drivers), no 8-bit storage (Adreno), no 16-bit storage, int64, float64 or float controls (not in that baseline),
-  # buffer device address
-  "mobile": (frozenset({"bda"}), dict(align=256, wgsize=(128, 128, 128), wginv=128, smem=32768, pc=128, bufs=4, range=1 << 28)),
+  # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification
+  "min": (frozenset(), _VK11_MIN),
+  # Khronos VP_ANDROID_baseline_2022 (revision 2): Vulkan 1.1.106, the Vulkan minimum limits, shaderInt16 but no 16-bit storage
+  "android2022": (frozenset(), _VK11_MIN),
+  # Raspberry Pi 4/5, Mesa v3dv (v3dv_device.c, v3dv_limits.h, broadcom/common/v3d_limits.h)
+  "pi5": (frozenset({"s8", "s16", "bda", "nan32"}), dict(vk=13, align=32, wgsize=(256, 256, 256), wginv=256, smem=16384, pc=128, bufs=8,
+                                                          range=1 << 30)),
+  # Imagination PowerVR, Mesa pvr (pvr_physical_device.c)
+  "powervr": (frozenset({"bda", "nan32"}), dict(vk=12, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27,
+                                                 allocs=4096)),
+  # Qualcomm Adreno 5xx-7xx, Qualcomm's driver: what Adreno 505/610/612/660/730 all report (as-en min_mobile_adreno.as)
+  "adreno6": (frozenset(), dict(vk=11, wgsize=(512, 512, 64), wginv=512, smem=16384, pc=128, bufs=24, range=1 << 27)),
+  # Apple M1-M3 through MoltenVK 1.2 (gpuinfo export in Vulkan-Profiles): no shaderFloat64
+  "moltenvk": (frozenset({"s8", "i8", "s16", "i16", "f16", "i64", "bda", "nan16", "nan32"}),
+               dict(vk=12, align=16, wgsize=(1024, 1024, 1024), wginv=1024, smem=32768, pc=4096, bufs=31, range=(1 << 32) - 1, allocs=1 << 30)),
+  # Google SwiftShader (VkPhysicalDevice.cpp, VkConfig.hpp)
+  "swiftshader": (frozenset({"bda", "nan32"}), dict(vk=13, align=256, wgsize=(256, 256, 64), wginv=256, smem=32768, pc=128, bufs=30,
+                                                     range=1 << 30, allocs=4096)),
+  # Intel Arc A380, Windows driver 0.405.161 (gpuinfo export in Vulkan-Profiles): no shaderFloat64, no shaderInt64
+  "intel-arc": (frozenset({"s8", "i8", "s16", "i16", "f16", "bda", "nan16", "nan32"}),
+                dict(vk=13, align=64, wgsize=(1024, 1024, 64), wginv=1024, smem=32768, pc=256, bufs=67107840, range=1073741820, allocs=8467072)),
 }
+# `mobile` (4 storage buffers per stage with bufferDeviceAddress) is the PowerVR class
+ALIASES = {"mobile": "powervr"}
 LOWER_BOUND = {"align"}   # limits where a poorer device has a larger value
-LIMIT_NAMES = {"align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize", "wginv": "maxComputeWorkGroupInvocations",
-               "smem": "maxComputeSharedMemorySize", "pc": "maxPushConstantsSize", "bufs": "maxPerStageDescriptorStorageBuffers",
-               "range": "maxStorageBufferRange", "allocs": "maxMemoryAllocationCount"}
+LIMIT_NAMES = {"vk": "Vulkan API version", "align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize",
+               "wginv": "maxComputeWorkGroupInvocations", "smem": "maxComputeSharedMemorySize", "pc": "maxPushConstantsSize",
+               "bufs": "maxPerStageDescriptorStorageBuffers", "range": "maxStorageBufferRange", "allocs": "maxMemoryAllocationCount"}
+
+def profile_names(spec:str) -> list[str]:
+  names = [ALIASES.get(n, n) for n in (s.strip() for s in spec.split(",")) if n]
+  for n in names:
+    if n not in PROFILES and n not in FLAGS:
+      raise ValueError(f"VULKAN_PROFILE: unknown profile {n!r}, expected {', '.join([*PROFILES, *ALIASES])} or feature names ({', '.join(FLAGS)})")
+  return names
+
+def profile_vk(spec:str) -> int|None:
+  """The Vulkan version VULKAN_PROFILE=<spec> creates the instance with (the lowest of its profiles'), None when it sets none."""
+  return min((PROFILES[n][1]["vk"] for n in profile_names(spec) if n in PROFILES), default=None)
 
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
@@ -100,15 +159,13 @@ def with_requirements(flags:set[str]) -> set[str]:
 
 def apply_profile(caps:Caps, spec:str) -> Caps:
   """caps as the profiles in VULKAN_PROFILE=<spec> allow them (never more than the device has)."""
-  names = [n for n in (s.strip() for s in spec.split(",")) if n]
-  if not names: return caps
+  if not (names := profile_names(spec)): return caps
   granted, limits = set(RENDERER_PATHS), {}
   for name in names:
     if name in FLAGS: granted.add(name)
-    elif name in PROFILES:
+    else:
       granted |= PROFILES[name][0]
       for k, v in PROFILES[name][1].items(): limits[k] = _tighter(k, limits[k], v) if k in limits else v
-    else: raise ValueError(f"VULKAN_PROFILE: unknown profile {name!r}, expected {', '.join(PROFILES)} or feature names ({', '.join(FLAGS)})")
   return replace(caps, flags=caps.flags & frozenset(with_requirements(granted)),
                  **{k: _tighter(k, getattr(caps, k), v) for k, v in limits.items()})
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools, hashlib, os, pathlib, re, shutil, struct, subprocess, tempfile
 from tinygrad.device import Compiler, CompileError
 from tinygrad.helpers import getenv, diskcache_get, diskcache_put
+from tinygrad_vk.caps import SpirvTarget, SPIRV_1_5
 
-TARGET_ENV = "vulkan1.2"   # SPIR-V 1.5: float controls are core, no extension needed
 FORMAT_VERSION = 1         # bump when the SPIR-V we produce for the same source changes
 
 def _tool(name:str, pkg:str) -> str:
@@ -33,7 +33,7 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
 
 # SPIR-V opcodes, capabilities and enumerants: what the renderer writes (the assembler below) and what the runtime reads back
 OPCODES = {
-  "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
+  "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
   "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
   "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
   "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
@@ -81,9 +81,14 @@ def cached_spirv(table:str, src:str) -> bytes|None:
   except ValueError: return None
   return spv
 
+def string_words(s:str) -> list[int]:
+  b = s.encode() + b"\0" * (4 - len(s) % 4)
+  return list(struct.unpack(f"<{len(b)//4}I", b))
+
 def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
-  GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch."""
+  GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch. Before
+  SPIR-V 1.4 the capability is SPV_KHR_float_controls's, declared with it."""
   words, insts = spirv_instructions(spv)
   cap, entry_op, mode = OPCODES["OpCapability"], OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]
   used = {w[2] for _, op, w in insts if op == OPCODES["OpTypeFloat"]} & set(widths)
@@ -92,11 +97,13 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   last_cap = max(pos + len(w) for pos, op, w in insts if op == cap)
   entry_end = next(pos + len(w) for pos, op, w in insts if op == entry_op)
   modes = [x for wd in sorted(used) for x in ((4 << 16) | mode, entry[2], ENUMS["SignedZeroInfNanPreserve"], wd)]
-  words = words[:last_cap] + [(2 << 16) | cap, CAPABILITIES["SignedZeroInfNanPreserve"]] + words[last_cap:entry_end] + modes + words[entry_end:]
+  ext = string_words("SPV_KHR_float_controls") if words[1] < 0x00010400 else []
+  decl = [(2 << 16) | cap, CAPABILITIES["SignedZeroInfNanPreserve"]] + ([(len(ext) + 1) << 16 | OPCODES["OpExtension"], *ext] if ext else [])
+  words = words[:last_cap] + decl + words[last_cap:entry_end] + modes + words[entry_end:]
   return struct.pack(f"<{len(words)}I", *words)
 
-def validate(spv:bytes, src:str):
-  v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", TARGET_ENV, "-"], input=spv, capture_output=True)
+def validate(spv:bytes, src:str, target:SpirvTarget):
+  v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", target.env, "-"], input=spv, capture_output=True)
   if v.returncode != 0: raise CompileError(f"spirv-val rejected the SPIR-V of this kernel:\n{v.stderr.decode().strip()}\n{numbered(src)}")
 
 class VulkanCompiler(Compiler):
@@ -112,21 +119,21 @@ class VulkanCompiler(Compiler):
   def disassemble(self, lib:bytes): print(disassemble(lib))
 
 class GLSLCompiler(VulkanCompiler):
-  def __init__(self, nan_widths:tuple[int, ...]=()):
-    self.nan_widths = nan_widths
-    super().__init__(f"compile_glsl_{glslang_version()}_{TARGET_ENV}_nan{'.'.join(map(str, nan_widths))}_v{FORMAT_VERSION}")
+  def __init__(self, nan_widths:tuple[int, ...]=(), target:SpirvTarget=SPIRV_1_5):
+    self.nan_widths, self.target = nan_widths, target
+    super().__init__(f"compile_glsl_{glslang_version()}_{target.env}_nan{'.'.join(map(str, nan_widths))}_v{FORMAT_VERSION}")
 
   def compile(self, src:str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tinygrad_vk_") as d:
       out = os.path.join(d, "k.spv")
-      r = subprocess.run([_tool("glslangValidator", "glslang-tools"), "-V", "--target-env", TARGET_ENV, "--stdin", "-S", "comp", "-o", out],
+      r = subprocess.run([_tool("glslangValidator", "glslang-tools"), "-V", "--target-env", self.target.env, "--stdin", "-S", "comp", "-o", out],
                          input=src.encode(), capture_output=True)
       if r.returncode != 0:
         msg = "\n".join(l for l in r.stdout.decode(errors="replace").splitlines() if l.startswith(("ERROR", "WARNING")) or "error" in l.lower())
         bad = {int(m.group(1)) for m in re.finditer(r"ERROR: [^:\n]*:(\d+):", msg)}
         raise CompileError(f"glslang failed to compile the GLSL kernel:\n{msg}\n{numbered(src, bad)}")
       spv = add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths)
-    validate(spv, src)
+    validate(spv, src, self.target)
     return spv
 
 # ---- the SPIR-V renderer's text (spirv-as syntax) -> SPIR-V words. Only what the renderer writes: one instruction a line,
@@ -148,7 +155,7 @@ def _literal(tok:str, ty:tuple[str, int]) -> list[int]:
   else: bits = int.from_bytes(struct.pack(FLOAT_BITS[width][2], float(tok)), "little")
   return [bits & 0xffffffff, bits >> 32] if width == 64 else [bits]
 
-def assemble(text:str) -> bytes:
+def assemble(text:str, version:int=SPIRV_1_5.word) -> bytes:
   ids: dict[str, int] = {}
   numeric: dict[int, tuple[str, int]] = {}   # id of each OpTypeInt/OpTypeFloat -> (f|s|u, width)
   words: list[int] = []
@@ -160,9 +167,7 @@ def assemble(text:str) -> bytes:
     if name not in OPCODES: raise CompileError(f"SPIR-V assembler: unknown instruction {name!r} in: {line.strip()}")
     for i, t in enumerate(toks[1:]):
       if t[0] == "%": ops.append(ids.setdefault(t, len(ids) + 1))
-      elif t[0] == '"':
-        b = t[1:-1].encode() + b"\0" * (4 - len(t[1:-1]) % 4)
-        ops.extend(struct.unpack(f"<{len(b)//4}I", b))
+      elif t[0] == '"': ops.extend(string_words(t[1:-1]))
       elif t[0].isdigit() or t[0] == "-":
         ops.extend(_literal(t, numeric[ops[0]]) if name in ("OpConstant", "OpSpecConstant") and i == 1 else [int(t, 0) & 0xffffffff])
       elif (e := (CAPABILITIES if name == "OpCapability" else ENUMS).get(t)) is not None: ops.append(e)
@@ -173,17 +178,17 @@ def assemble(text:str) -> bytes:
         if name in ("OpTypeInt", "OpTypeFloat"): numeric[rid] = ("f" if name == "OpTypeFloat" else "su"[ops[2] == 0], ops[1])
       else: ops.insert(1, rid)
     words += [(len(ops) + 1) << 16 | OPCODES[name], *ops]
-  return struct.pack(f"<{len(words) + 5}I", SPIRV_MAGIC, 0x00010500, 0, len(ids) + 1, 0, *words)
+  return struct.pack(f"<{len(words) + 5}I", SPIRV_MAGIC, version, 0, len(ids) + 1, 0, *words)
 
 class SPIRVCompiler(VulkanCompiler):
-  def __init__(self):
-    self.validate = bool(getenv("VULKAN_VALIDATE_SPIRV", 0))
+  def __init__(self, target:SpirvTarget=SPIRV_1_5):
+    self.validate, self.target = bool(getenv("VULKAN_VALIDATE_SPIRV", 0)), target
     # the same bytes either way, but a module cached unvalidated must be checked when validation is asked for
-    super().__init__(f"compile_spirv_{TARGET_ENV}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
+    super().__init__(f"compile_spirv_{target.env}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
 
   def compile(self, src:str) -> bytes:
-    spv = assemble(src)
-    if self.validate: validate(spv, src)
+    spv = assemble(src, self.target.word)
+    if self.validate: validate(spv, src, self.target)
     return spv
 
 def disassemble(lib:bytes) -> str:

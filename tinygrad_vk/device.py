@@ -49,21 +49,24 @@ class VulkanDevice(Compiled):
 
   @staticmethod
   def _create_device(phys, caps, exts:list[str]):
-    # enable exactly the features the renderer may use, so a disabled one really is unavailable
-    f12 = new("VkPhysicalDeviceVulkan12Features", storageBuffer8BitAccess="s8" in caps, shaderInt8="i8" in caps, shaderFloat16="f16" in caps,
-              bufferDeviceAddress="bda" in caps)
-    f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12, storageBuffer16BitAccess="s16" in caps)
-    feats = new("VkPhysicalDeviceFeatures2", pNext=f11)
-    feats.features.shaderInt64, feats.features.shaderFloat64, feats.features.shaderInt16 = "i64" in caps, "f64" in caps, "i16" in caps
+    feats, feat_exts, keep = phys.device_features(caps)
     prio = ffi.new("float[1]", [1.0])
     qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
     # cffi does not keep what a struct field points to alive: every pointee needs a name until the call returns
-    names = [ffi.new("char[]", e.encode()) for e in exts]
+    names = [ffi.new("char[]", e.encode()) for e in exts + feat_exts]
     name_arr, out = ffi.new("char*[]", names), ffi.new("VkDevice*")
     check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
                                               enabledExtensionCount=len(names), ppEnabledExtensionNames=name_arr), NULL, out),
           f"vkCreateDevice ({phys.name})")
+    del keep
     return out[0]
+
+  def proc(self, core:str, promoted:int, ext_name:str):
+    """A device function that became core in Vulkan `promoted` (10*major+minor): the loader's core entry point where the version
+    in use has it, else the extension's (vkGetBufferDeviceAddressKHR on Vulkan 1.1)."""
+    if self.caps.vk >= promoted: return getattr(lib, core)
+    if (fn := lib.vkGetDeviceProcAddr(self.vkdev, ext_name.encode())) == NULL: raise RuntimeError(f"VULKAN: {self.phys.name} has no {ext_name}")
+    return ffi.cast(f"PFN_{ext_name}", fn)
 
   def pipeline_layout(self, nbufs:int, pc_size:int) -> tuple:
     """One descriptor set layout per buffer count and one pipeline layout per (buffer count, push constant size), shared by kernels."""

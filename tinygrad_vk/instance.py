@@ -5,11 +5,11 @@ allocator and (through `Caps`) the renderer need.
 """
 from __future__ import annotations
 import functools, os, sys
+from typing import Any
 from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
-from tinygrad_vk.caps import Caps, disabled_flags, apply_profile
+from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, MIN_VK, MAX_VK
 
-API_VERSION = (1 << 22) | (2 << 12)   # Vulkan 1.2: 8/16-bit storage, float16/int8 arithmetic and float controls are core
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
                 vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU", vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
@@ -44,10 +44,17 @@ class Instance:
     if "VK_KHR_portability_enumeration" in avail:   # MoltenVK only shows up with this
       exts.append(b"VK_KHR_portability_enumeration")
       flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+    # the highest version both the loader and this code know, lowered by VULKAN_PROFILE; each device then uses the lower of
+    # this and its own (the validation layer checks that version's rules)
+    loader = ffi.new("uint32_t*", vk_version(10))
+    try: check(lib.vkEnumerateInstanceVersion(loader), "vkEnumerateInstanceVersion")
+    except AttributeError: pass   # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
+    if vk_of(loader[0]) < MIN_VK: raise RuntimeError(f"VULKAN: the Vulkan loader is version {version_str(loader[0])}; tinygrad_vk needs Vulkan 1.1")
+    self.vk = min(vk_of(loader[0]), MAX_VK, profile_vk(os.environ.get("VULKAN_PROFILE", "")) or MAX_VK)
     self._keep = [ffi.new("char[]", e) for e in exts] + [ffi.new("char[]", l.encode()) for l in layers] + [ffi.new("char[]", b"tinygrad")]
     ext_arr = ffi.new("char*[]", self._keep[:len(exts)])
     layer_arr = ffi.new("char*[]", self._keep[len(exts):len(exts)+len(layers)])
-    app = new("VkApplicationInfo", pApplicationName=self._keep[-1], pEngineName=self._keep[-1], apiVersion=API_VERSION)
+    app = new("VkApplicationInfo", pApplicationName=self._keep[-1], pEngineName=self._keep[-1], apiVersion=vk_version(self.vk))
     chain = NULL
     if self.validation:   # synchronisation validation catches missing barriers, the class of bug batching can introduce
       self._vfeat = ffi.new("VkValidationFeatureEnableEXT[]", [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
@@ -70,7 +77,7 @@ class Instance:
       check(create(self.handle, minfo, NULL, self.messenger), "vkCreateDebugUtilsMessengerEXT")
     raw = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
     if not raw: raise RuntimeError("VULKAN: the Vulkan loader found no devices; install a driver (mesa-vulkan-drivers gives lavapipe)")
-    self.all = [PhysicalDevice(i, h) for i, h in enumerate(raw)]
+    self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
     self.devices = select_devices(self.all, os.environ.get("VULKAN_DEVICES", ""))
 
 def select_devices(phys:list[PhysicalDevice], spec:str) -> list[PhysicalDevice]:
@@ -80,9 +87,11 @@ def select_devices(phys:list[PhysicalDevice], spec:str) -> list[PhysicalDevice]:
     idx = [int(i) if i.strip().isdigit() else -1 for i in spec.split(",")]
     if any(not 0 <= i < len(phys) for i in idx):
       raise RuntimeError(f"VULKAN_DEVICES={spec!r}: expected comma-separated enumeration indices 0..{len(phys)-1} (see python -m tinygrad_vk info)")
+    if (old := [phys[i] for i in idx if phys[i].vk < MIN_VK]):
+      raise RuntimeError(f"VULKAN: {old[0].name} supports Vulkan {version_str(old[0].api_version)}; tinygrad_vk needs Vulkan 1.1")
     return [phys[i] for i in idx]
-  usable = [p for p in phys if p.api_version >= API_VERSION]
-  if not usable: raise RuntimeError(f"VULKAN: no device supports Vulkan 1.2 ({', '.join(f'{p.name}: {version_str(p.api_version)}' for p in phys)})")
+  usable = [p for p in phys if p.vk >= MIN_VK]
+  if not usable: raise RuntimeError(f"VULKAN: no device supports Vulkan 1.1 ({', '.join(f'{p.name}: {version_str(p.api_version)}' for p in phys)})")
   gpus = [p for p in usable if p.type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU]
   return sorted(gpus or usable, key=lambda p: (DEVICE_ORDER.index(p.type) if p.type in DEVICE_ORDER else len(DEVICE_ORDER), p.index))
 
@@ -93,39 +102,68 @@ class MemoryType:
   heap: int
   heap_size: int
 
+# the pNext structs read (and enabled): name -> (sType, the Vulkan version it is core in, the device extension that has it before).
+# One used only where the device's version or extensions have it: on Vulkan 1.1 that is the extension's.
+STRUCTS = {
+  "VkPhysicalDeviceSubgroupProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, 11, None),
+  "VkPhysicalDeviceMaintenance3Properties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, 11, None),
+  "VkPhysicalDeviceDriverProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, 12, "VK_KHR_driver_properties"),
+  "VkPhysicalDeviceFloatControlsProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES, 12, "VK_KHR_shader_float_controls"),
+  "VkPhysicalDeviceMaintenance4Properties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES, 13, "VK_KHR_maintenance4"),
+  "VkPhysicalDevice16BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, 11, None),
+  "VkPhysicalDevice8BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, 12, "VK_KHR_8bit_storage"),
+  "VkPhysicalDeviceShaderFloat16Int8Features": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, 12, "VK_KHR_shader_float16_int8"),
+  "VkPhysicalDeviceBufferDeviceAddressFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, 12, "VK_KHR_buffer_device_address"),
+}
+# each feature tinygrad_vk enables: the flag that uses it (caps.FLAGS) and its struct (None: VkPhysicalDeviceFeatures)
+FEATURES = {"shaderFloat64": ("f64", None), "shaderInt64": ("i64", None), "shaderInt16": ("i16", None),
+            "storageBuffer16BitAccess": ("s16", "VkPhysicalDevice16BitStorageFeatures"),
+            "storageBuffer8BitAccess": ("s8", "VkPhysicalDevice8BitStorageFeatures"),
+            "shaderFloat16": ("f16", "VkPhysicalDeviceShaderFloat16Int8Features"), "shaderInt8": ("i8", "VkPhysicalDeviceShaderFloat16Int8Features"),
+            "bufferDeviceAddress": ("bda", "VkPhysicalDeviceBufferDeviceAddressFeatures")}
+FLOAT_CONTROLS = "VkPhysicalDeviceFloatControlsProperties"   # the nan flags' SPIR-V needs its extension enabled on Vulkan 1.1
+# MoltenVK: a device that advertises it must have it enabled. Its features (events, image views, samplers, tessellation, vertex
+# input, triangle fans) are all graphics or objects tinygrad_vk never creates, so there is nothing else to respect.
+PORTABILITY_SUBSET = "VK_KHR_portability_subset"
+
+def chain(structs:dict[str, Any]) -> Any:
+  """Link the structs (pointers from `new`) into one pNext chain; the first one's pointer, or NULL."""
+  ptrs = list(structs.values())
+  for a, b in zip(ptrs, ptrs[1:]): a.pNext = b
+  return ptrs[0] if ptrs else NULL
+
 class PhysicalDevice:
-  def __init__(self, index:int, handle):
+  def __init__(self, index:int, handle, instance_vk:int=MAX_VK):
     self.index, self.handle = index, handle
-    p12 = new("VkPhysicalDeviceVulkan12Properties")
-    p11 = new("VkPhysicalDeviceVulkan11Properties", pNext=p12)
-    props = new("VkPhysicalDeviceProperties2", pNext=p11)
+    base = ffi.new("VkPhysicalDeviceProperties*")
+    lib.vkGetPhysicalDeviceProperties(handle, base)
+    self.name, self.type, self.api_version = cstr(base.deviceName), base.deviceType, base.apiVersion
+    self.vk = min(vk_of(self.api_version), instance_vk)   # the version in use: the instance's apiVersion caps the device's
+    self.extensions = {cstr(e.extensionName) for e in enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", handle, NULL)}
+    if self.vk < MIN_VK: return   # refused by select_devices; nothing past Vulkan 1.0 may be called on it
+    ps = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Properties") and self.has(n)}
+    props = new("VkPhysicalDeviceProperties2", pNext=chain(ps))
     lib.vkGetPhysicalDeviceProperties2(handle, props)
     pr, lim = props.properties, props.properties.limits
-    self.name, self.type, self.api_version = cstr(pr.deviceName), pr.deviceType, pr.apiVersion
-    self.driver, self.driver_id = f"{cstr(p12.driverName)} {cstr(p12.driverInfo)}".strip(), p12.driverID
-    self.subgroup_size, self.max_alloc = p11.subgroupSize, p11.maxMemoryAllocationSize
+    drv = ps.get("VkPhysicalDeviceDriverProperties")
+    self.driver, self.driver_id = (f"{cstr(drv.driverName)} {cstr(drv.driverInfo)}".strip(), drv.driverID) if drv else (f"driver {pr.driverVersion:#x}", 0)
+    self.subgroup_size, self.max_alloc = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize, ps["VkPhysicalDeviceMaintenance3Properties"].maxMemoryAllocationSize
+    # maintenance4: the real buffer size limit, above the soft allocation limit
+    self.max_buffer = m4.maxBufferSize if (m4 := ps.get("VkPhysicalDeviceMaintenance4Properties")) else self.max_alloc
     self.limits = {k: getattr(lim, k) for k in ("maxStorageBufferRange", "maxPushConstantsSize", "maxComputeSharedMemorySize",
                    "maxComputeWorkGroupInvocations", "maxPerStageDescriptorStorageBuffers", "minStorageBufferOffsetAlignment",
                    "timestampPeriod", "maxMemoryAllocationCount")}
     self.limits["maxComputeWorkGroupSize"] = tuple(lim.maxComputeWorkGroupSize)
     self.limits["maxComputeWorkGroupCount"] = tuple(lim.maxComputeWorkGroupCount)
-    self.nan_preserve = {16: p12.shaderSignedZeroInfNanPreserveFloat16, 32: p12.shaderSignedZeroInfNanPreserveFloat32,
-                         64: p12.shaderSignedZeroInfNanPreserveFloat64}
-    self.extensions = {cstr(e.extensionName) for e in enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", handle, NULL)}
-    self.max_buffer = self.max_alloc
-    if self.api_version >= (1 << 22) | (3 << 12):   # maintenance4: the real buffer size limit, above the soft allocation limit
-      m4 = new("VkPhysicalDeviceMaintenance4Properties")
-      lib.vkGetPhysicalDeviceProperties2(handle, new("VkPhysicalDeviceProperties2", pNext=m4))
-      self.max_buffer = m4.maxBufferSize
-    # features
-    f12 = new("VkPhysicalDeviceVulkan12Features")
-    f11 = new("VkPhysicalDeviceVulkan11Features", pNext=f12)
-    feats = new("VkPhysicalDeviceFeatures2", pNext=f11)
+    fc = ps.get(FLOAT_CONTROLS)
+    self.nan_preserve = {w: bool(fc and getattr(fc, f"shaderSignedZeroInfNanPreserveFloat{w}")) for w in (16, 32, 64)}
+    fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Features") and self.has(n)}
+    feats = new("VkPhysicalDeviceFeatures2", pNext=chain(fs))
     lib.vkGetPhysicalDeviceFeatures2(handle, feats)
-    f = feats.features
-    self.features = {"shaderFloat64": f.shaderFloat64, "shaderInt64": f.shaderInt64, "shaderInt16": f.shaderInt16,
-                     "storageBuffer16BitAccess": f11.storageBuffer16BitAccess, "storageBuffer8BitAccess": f12.storageBuffer8BitAccess,
-                     "shaderFloat16": f12.shaderFloat16, "shaderInt8": f12.shaderInt8, "bufferDeviceAddress": f12.bufferDeviceAddress}
+    self.features = {}
+    for f, (_, st) in FEATURES.items():
+      src = feats.features if st is None else fs.get(st)
+      self.features[f] = bool(src is not None and getattr(src, f))
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mp)
     self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
@@ -134,6 +172,27 @@ class PhysicalDevice:
     qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", handle)
     self.queue_family = next((i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
     self.timestamp_bits = qfs[self.queue_family].timestampValidBits if self.queue_family is not None else 0
+
+  def has(self, struct:str) -> bool:
+    """Whether `struct` may be used with this device: core in the version in use, or its extension is offered."""
+    _, core, ext = STRUCTS[struct]
+    return self.vk >= core or ext in self.extensions
+
+  def device_features(self, caps:Caps) -> tuple[Any, list[str], list]:
+    """For vkCreateDevice: the VkPhysicalDeviceFeatures2 chain enabling exactly the features `caps` uses (a turned-off one then
+    really is unavailable), the device extensions they need on this version, and the structs to keep alive until the call."""
+    structs: dict[str, Any] = {}
+    exts = [STRUCTS[FLOAT_CONTROLS][2]] if self.vk < STRUCTS[FLOAT_CONTROLS][1] and any(f.startswith("nan") for f in caps.flags) else []
+    feats = new("VkPhysicalDeviceFeatures2")
+    for feat, (flag, st) in FEATURES.items():
+      if flag not in caps: continue
+      if st is not None and st not in structs:
+        structs[st] = new(st, sType=STRUCTS[st][0])
+        if self.vk < STRUCTS[st][1]: exts.append(STRUCTS[st][2])
+      setattr(structs[st] if st else feats.features, feat, 1)
+    feats.pNext = chain(structs)
+    if PORTABILITY_SUBSET in self.extensions: exts.append(PORTABILITY_SUBSET)
+    return feats, exts, list(structs.values())
 
   def time_domains(self, inst) -> list[int]:
     fn = lib.vkGetInstanceProcAddr(inst.handle, b"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT")
@@ -165,7 +224,7 @@ class PhysicalDevice:
                 pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"],
                 # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
-                allocs=lim["maxMemoryAllocationCount"],
+                allocs=lim["maxMemoryAllocationCount"], vk=self.vk,
                 maxloop=self.loop_budget())
 
   def loop_budget(self) -> int:

@@ -102,6 +102,7 @@ class VulkanAllocator(LRUAllocator):
     self.staging: list[tuple[int, int, VulkanBuffer]] = []   # free staging buffers, sorted by size
     self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
     self.address = "bda" in dev.caps
+    self.buffer_address = dev.proc("vkGetBufferDeviceAddress", 12, "vkGetBufferDeviceAddressKHR") if self.address else None
     self.usage = USAGE | (USAGE_ADDRESS if self.address else 0)
     self.pools: dict[tuple[int, bool], list[Block]] = {}   # (memory type, mapped) -> its blocks
     self.count, self.heap_used = 0, [0] * len(phys.heaps)  # live VkDeviceMemory objects, bytes of each heap they hold
@@ -147,7 +148,7 @@ class VulkanAllocator(LRUAllocator):
           check(lib.vkMapMemory(d, mem[0], 0, WHOLE_SIZE, 0, p), "vkMapMemory")
           host = int(ffi.cast("uintptr_t", p[0]))
           ptr = host if mapped else None
-        gpu = lib.vkGetBufferDeviceAddress(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.address else 0
+        gpu = self.buffer_address(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.address else 0
       except BaseException:
         lib.vkFreeMemory(d, mem[0], NULL)
         raise

@@ -19,7 +19,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
-from tinygrad_vk.caps import VEC_ALIGN
+from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
@@ -187,7 +187,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
 
   def __init__(self, target):
     super().__init__(target)
-    self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps))
+    self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if dtype not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")

@@ -1,4 +1,4 @@
-"""tinygrad UOps -> SPIR-V 1.5 compute shaders for Vulkan 1.2, with no compiler binary.
+"""tinygrad UOps -> SPIR-V compute shaders (1.5 on Vulkan 1.2+, 1.3 on Vulkan 1.1: caps.spirv_target), with no compiler binary.
 
 The renderer writes SPIR-V assembly (spirv-as syntax, one instruction a line: what DEBUG=4 prints) and compiler.py assembles it
 in-process. A kernel has the GLSL renderer's layout and semantics (renderer/glsl.py, the reference in the differential tests),
@@ -22,7 +22,7 @@ from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.device import CompileError
 from tinygrad.helpers import prod
-from tinygrad_vk.caps import FLAGS, VEC_ALIGN
+from tinygrad_vk.caps import FLAGS, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, VIEW_OFFSET
@@ -70,6 +70,7 @@ class SPIRVKernel:
   every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
   def __init__(self, plan:KernelPlan, uops:list[UOp]):
     self.caps, self.plan, self.r, self.n = plan.caps, plan, {}, 0
+    self.target = spirv_target(self.caps)
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
     self.glob, self.deco, self.iface, self.fvars, self.pro, self.body = [], [], [], [], [], []
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
@@ -146,7 +147,8 @@ class SPIRVKernel:
         self.fvars.append(f"{rid} = {decl}")
       else:
         self.g(rid, decl)
-        self.iface.append(rid)
+        # the entry point lists the variables it uses: every one from SPIR-V 1.4 on, only Input/Output before
+        if sc == "Input" or self.target.version >= (1, 4): self.iface.append(rid)
     return rid
 
   def psb(self, dt:DType, n:int, ro:bool) -> str:
@@ -448,7 +450,12 @@ class SPIRVKernel:
     if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
       raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
     caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]
-    return "\n".join([f"; tinygrad_vk SPIR-V 1.5 (Vulkan 1.2), kernel: {name}", *(f"OpCapability {c}" for c in caps),
+    # what each capability needs declared where its SPIR-V extension is not core yet (SPIR-V 1.3 on Vulkan 1.1)
+    exts = [e for c, e in (("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"), ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
+            ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"))
+            if c in caps and not self.target.core(e)]
+    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"OpCapability {c}" for c in caps),
+      *(f'OpExtension "{e}"' for e in exts),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
       f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} GLSL450",
       f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*self.plan.local),
@@ -487,7 +494,7 @@ spirv_lower = PatternMatcher([
 class SPIRVRenderer(VulkanRenderer):
   def __init__(self, target):
     super().__init__(target)
-    self.compiler = SPIRVCompiler()
+    self.compiler = SPIRVCompiler(spirv_target(self.caps))
 
   def render(self, uops:list[UOp]) -> str:
     k, name = SPIRVKernel(self.kernel_plan(uops), uops), kernel_name(uops)
