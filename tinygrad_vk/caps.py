@@ -21,13 +21,14 @@ FLAGS = {
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
+  "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/hoist.py)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
-                  "vec": ("vec",), "spread": ("spread",)}
+                  "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -48,6 +49,7 @@ class Caps:
   range: int = 1 << 27                        # maxStorageBufferRange
   allocs: int = 4096                          # maxMemoryAllocationCount
   maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
+  threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
@@ -79,7 +81,7 @@ def disabled_flags(spec:str) -> set[str]:
 # VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
 # only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
 # flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer paths are not device features: every profile keeps them.
-RENDERER_PATHS = frozenset({"vec", "spread"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist"})
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the Vulkan 1.2 required minimums: no optional feature at all
   "min": (frozenset(), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
