@@ -9,7 +9,9 @@ from tinygrad.helpers import prod
 from tinygrad_vk.renderer.loops import loop_passes
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
-from util import data
+
+_rng = np.random.default_rng(17)   # its own stream: drawing from util's shared one would change other files' data
+def data(shape, lo=-3.0, hi=3.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 def renderer_with(**caps):
   ren = Device["VULKAN"].renderer
