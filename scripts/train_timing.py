@@ -82,11 +82,12 @@ def worker(model:str, steps:int, tg_src:str):
     out.append({"wall": wall, **acc, "run": wall - acc["codegen"] - acc["program"], "loss": loss})
   # one more step without the JIT, every kernel waited for and timed (the DEBUG=2 lines: "*** DEV n name ... tm 1.23ms/...")
   with contextlib.redirect_stdout(io.StringIO()) as f, Context(DEBUG=2): step_fn().item()
-  kernels: dict[str, float] = {}
+  kernels: dict[str, list] = {}   # name -> [seconds, calls]
   unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
   for line in re.sub(r"\x1b\[[0-9;]*m", "", f.getvalue()).splitlines():
     if (m := re.match(r"\*\*\* \S+\s+\d+ (.+?)\s+arg.* tm\s+([\d.]+)(us|ms|s)/", line)) and not m[1].startswith("copy"):
-      kernels[m[1].strip()] = kernels.get(m[1].strip(), 0.0) + float(m[2]) * unit[m[3]]
+      k = kernels.setdefault(m[1].strip(), [0.0, 0])
+      k[0], k[1] = k[0] + float(m[2]) * unit[m[3]], k[1] + 1
   print("RESULT " + json.dumps({"steps": out, "kernels": kernels}))
 
 def main():
@@ -115,14 +116,14 @@ def main():
         continue
       r = json.loads(line[len("RESULT "):])
       steps = r["steps"]
-      f, steady, ktime = steps[0], statistics.median(s["wall"] for s in steps[3:] or steps[-1:]), sum(r["kernels"].values())
+      f, steady, ktime = steps[0], statistics.median(s["wall"] for s in steps[3:] or steps[-1:]), sum(t for t, _ in r["kernels"].values())
       res[f"{model}/{dev}"] = {"steps": steps, "steady_s": steady, "kernel_s": ktime, "kernels": r["kernels"], "process_s": total}
       print(f"{model:<6} {dev:<12} {f['wall']:>10.2f} {f['codegen'] - f['compiler']:>8.2f} {f['compiler']:>8.2f} {f['program']:>8.2f} "
             f"{f['run']:>8.2f} | {steady:>9.3f} {ktime:>9.3f}  {total:>8.1f}")
   for key, r in res.items():
     print(f"\n{key}: top kernels of {r['kernel_s'] * 1e3:.1f} ms")
-    for name, t in sorted(r["kernels"].items(), key=lambda kv: -kv[1])[:args.top]:
-      print(f"  {t * 1e3:9.2f} ms  {t / r['kernel_s']:5.1%}  {name}")
+    for name, (t, n) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][0])[:args.top]:
+      print(f"  {t * 1e3:9.2f} ms  {t / r['kernel_s']:5.1%}  {n:3d} calls  {name}")
   if args.json:
     with open(args.json, "w") as fh: json.dump(res, fh, indent=1)
 
