@@ -22,13 +22,14 @@ FLAGS = {
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
   "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/hoist.py)",
+  "fillx": "local dims merged into x when x is narrower than a SIMD vector: the driver packs invocations along x only (llvmpipe; renderer/simd.py)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
-                  "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",)}
+                  "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -81,7 +82,7 @@ def disabled_flags(spec:str) -> set[str]:
 # VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
 # only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
 # flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer paths are not device features: every profile keeps them.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx"})
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the Vulkan 1.2 required minimums: no optional feature at all
   "min": (frozenset(), dict(align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)),
