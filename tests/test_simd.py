@@ -30,6 +30,12 @@ def test_matmul_local_dims_merged(m, k, n):
     assert all(q[0] >= 8 or q[1:] == (1, 1) for q in merged) and [np.prod(q) for q in merged] == [np.prod(p) for p in plain], (plain, merged)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
 
+def test_workgroups_joined():
+  # row sums with local x = 2 and no shared memory: 5 neighbouring workgroups join x (10 invocations); values unchanged
+  x = data((40, 1001))
+  if LLVMPIPE: assert local_sizes(Tensor(x).sum(1), Device["VULKAN"].renderer.caps.flags) == [(10, 1, 1)]
+  np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+
 @pytest.mark.parametrize("opts", [(Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.GROUP, 0, 16)), (Opt(OptOps.GROUP, 0, 4), Opt(OptOps.LOCAL, 0, 3))],
                          ids=["local2_group16", "group4_local3"])
 def test_grouped_reduction_merged(opts):
