@@ -20,7 +20,7 @@ DEVICE_ORDER = [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_T
 # llvmpipe exits every loop of a shader invocation after 65535 back-edges in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS)
 LLVMPIPE_LOOP_LIMIT = 65535
 # llvmpipe runs workgroups on LP_NUM_THREADS threads (0: inline in the submitting thread), by default one per CPU, at most
-# LP_MAX_THREADS (32, src/gallium/drivers/llvmpipe/lp_limits.h; lp_screen.c)
+# LP_MAX_THREADS (src/gallium/drivers/llvmpipe/lp_limits.h: 32 in the Mesa source checked, not the 22.3 tag; lp_screen.c)
 def llvmpipe_threads() -> int: return max(1, min(32, env_number("LP_NUM_THREADS", os.cpu_count() or 1)))
 
 # messages from the validation layer; VULKAN_VALIDATION=1 makes the device raise on them at the next synchronisation point
