@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tinygrad DEV=VULKAN beside DEV=CPU, numpy and the raw Vulkan floor on the same driver, in one run.
+"""tinygrad DEV=VULKAN beside DEV=CPU, DEV=WEBGPU, numpy and the raw Vulkan floor on the same driver, in one run.
 
   python scripts/bench.py [--quick] [--beam] [--json bench.json]
 
@@ -9,7 +9,8 @@ VULKAN, DEV=VULKAN:SPIRV) and the GLSL one (column VULKAN:GLSL: the cold rows an
 renderers call by call in one process, the fair kernel-speed comparison on a shared host); the SPIR-V one again with
 VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buffer graph) and LP_NUM_THREADS=0. Every figure is
 the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
-directly, without tinygrad.
+directly, without tinygrad. The WEBGPU column is tinygrad's own WebGPU backend on Dawn, the peer GPU-style backend, when the
+`dawn-python` wheel is installed (`pip install -e .[bench]`): Dawn picks its Vulkan adapter, lavapipe here.
 """
 import argparse, json, os, platform, random, statistics, subprocess, sys, tempfile, time
 
@@ -36,7 +37,7 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("copy_h2d_raw", "copy H->D, allocator._copyin", "GB/s"), ("copy_d2h_raw", "copy D->H, allocator._copyout", "GB/s"),
         ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
         ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s")]
-COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "numpy", "floor"]
+COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "numpy", "floor"]
 # floor figures shown on the row of the tinygrad figure they bound
 FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_naive_1024",
               "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
@@ -262,13 +263,21 @@ def numpy_bench(quick:bool) -> dict:
   res["memcpy"] = stat([MiB64 / t / 1e9 for t in times(lambda: np.copyto(z, x))], "GB/s")
   return res
 
+def dawn_library() -> str|None:
+  """libwebgpu_dawn from the dawn-python wheel (tinygrad loads it from WEBGPU_PATH), or None when it is not installed."""
+  import importlib.util, glob
+  if (spec := importlib.util.find_spec("pydawn")) is None or not spec.submodule_search_locations: return None
+  libs = glob.glob(os.path.join(spec.submodule_search_locations[0], "lib", f"libwebgpu_dawn*{platform.machine()}*.so"))
+  return libs[0] if libs else None
+
 def machine() -> dict:
   cpu = platform.processor()
   try: cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
   except (OSError, StopIteration): pass
   import numpy, importlib.metadata as md
   return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": numpy.__version__,
-          "tinygrad": md.version("tinygrad"), "LP_NUM_THREADS": os.environ.get("LP_NUM_THREADS", "(unset)")}
+          "tinygrad": md.version("tinygrad"), "LP_NUM_THREADS": os.environ.get("LP_NUM_THREADS", "(unset)"),
+          "dawn-python": md.version("dawn-python") if dawn_library() else "(not installed)"}
 
 def fmt(r:dict|None) -> str:
   if r is None: return "-"
@@ -321,6 +330,11 @@ def main():
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN:SPIRV", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
   results["CPU"] |= run_sub([me, "--worker", ",".join(cpu_tasks)] + q, {"DEV": "CPU"}, limit)
+  webgpu_tasks = [t for t in cpu_tasks if t not in ("compile", "copy")]   # throughput, launches and the CNN step
+  if (dawn := dawn_library()) is not None:
+    results["WEBGPU"] = run_sub([me, "--worker", ",".join(webgpu_tasks)] + q, {"DEV": "WEBGPU", "WEBGPU_PATH": dawn}, limit)
+    expected["WEBGPU"] = webgpu_tasks
+  else: results["WEBGPU"] = {}
   try: results["numpy"] = numpy_bench(args.quick)
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
@@ -354,7 +368,7 @@ def main():
   if notes: print("\nnotes:\n  " + "\n  ".join(notes))
 
   def ratio(a, b): return round(a["med"] / b["med"], 3) if a and b and "med" in a and "med" in b and b["med"] else None
-  V, G, C, N, F = (results[c] for c in COLS)
+  V, G, C, W, N, F = (results[c] for c in COLS)
   ratios = {
     "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
     "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
@@ -368,7 +382,12 @@ def main():
     "copy D->H VULKAN / memcpy": ratio(V.get("copy_d2h"), N.get("memcpy")),
     "copy H->D VULKAN staging / memcpy": ratio(V.get("copy_h2d_staging"), N.get("memcpy")),
     "copy D->H VULKAN staging / memcpy": ratio(V.get("copy_d2h_staging"), N.get("memcpy")),
+    "GEMM 512 VULKAN / CPU": ratio(V.get("gemm512"), C.get("gemm512")),
     "GEMM 1024 VULKAN / CPU": ratio(V.get("gemm1024"), C.get("gemm1024")),
+    "GEMM 512 VULKAN / WEBGPU": ratio(V.get("gemm512"), W.get("gemm512")),
+    "GEMM 1024 VULKAN / WEBGPU": ratio(V.get("gemm1024"), W.get("gemm1024")),
+    "add 16M VULKAN / WEBGPU": ratio(V.get("add16M"), W.get("add16M")),
+    "CNN train steps/s VULKAN / WEBGPU": ratio(V.get("cnn_train"), W.get("cnn_train")),
     "GEMM 1024 by device address / by descriptor": ratio(V.get("gemm1024_bda"), V.get("gemm1024")),
     "add 16M by device address / by descriptor": ratio(V.get("add16M_bda"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""Wall time of a few training steps of a small ViT and BERT (tinygrad's extra/models), cold, split into compile and run.
+"""Training steps of a small ViT and of mlperf's BERT tiny per device: cold first step split into compile and run, steady-state
+seconds per step, kernel time per step and the kernels that take it.
 
-  python scripts/train_timing.py --tg-src ~/tg-src [--models vit,bert] [--devs VULKAN:SPIRV,VULKAN:GLSL,CPU] [--steps 5]
+  python scripts/train_timing.py --tg-src ~/tg-src [--models vit,bert] [--devs VULKAN:SPIRV,VULKAN:GLSL,CPU] [--steps 5] [--top 5]
 
-The models come from an upstream tinygrad tree (`--tg-src`, never copied here). Each (model, device) runs in a fresh process
-without tinygrad's disk cache and with PARALLEL=0, so every kernel compiles in that process and is timed: codegen (tinygrad's
-rewrites, linearizer and renderer), compiler (renderer output -> binary: the SPIR-V assembler, glslang or clang) and program
-creation (pipelines). Steps run under TinyJit (it captures on the second call); `run` is the rest of the step's wall time.
+The models come from an upstream tinygrad tree (`--tg-src`, never copied here): ViT (extra/models/vit.py, 2 layers, 192 wide,
+3 heads, 197 tokens, batch 2, Adam) and BERT as examples/mlperf trains it (BERT_SIZE=tiny: 128 hidden, 2 layers, vocab 30522;
+LAMB with and without weight decay, gradients clipped at global norm 1; batch 2 x 128 tokens, 20 masked). Parameters start
+from the same numpy draw on every device. Each (model, device) runs in a fresh process without tinygrad's disk cache and with
+PARALLEL=0, so every kernel compiles in that process and is timed: codegen (tinygrad's rewrites, linearizer and renderer),
+compiler (renderer output -> binary: the SPIR-V assembler, glslang or clang) and program creation (pipelines). Steps run under
+TinyJit (it captures on the second call); `run` is the rest of the step's wall time; `steady` is the median wall time of the steps
+after the third. `kernel s` is the device time of one more step run without the JIT, each kernel waited for (as DEBUG=2 times
+them): the top kernels of each device are listed by their share of it.
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
 def worker(model:str, steps:int, tg_src:str):
   sys.path.insert(0, tg_src)
+  import contextlib, io, re
   import numpy as np
   from tinygrad import Tensor, TinyJit, nn, Device, dtypes
   from tinygrad.helpers import Context
@@ -31,27 +38,40 @@ def worker(model:str, steps:int, tg_src:str):
   rng = np.random.default_rng(0)
   if model == "vit":
     from extra.models.vit import ViT
-    net = ViT(layers=2, embed_dim=64, num_heads=2)
+    net = ViT(layers=2, embed_dim=192, num_heads=3)
     x, y = Tensor(rng.standard_normal((2, 3, 224, 224), dtype=np.float32)), Tensor(rng.integers(0, 1000, 2, dtype=np.int32))
-    fwd = lambda: net.forward(x).sparse_categorical_crossentropy(y)
+    params = nn.state.get_parameters(net)
+    opts = [nn.optim.Adam(params, lr=1e-4)]
+    loss_fn = lambda: net.forward(x).sparse_categorical_crossentropy(y)
   else:
-    from extra.models.bert import BertForPretraining
-    net = BertForPretraining(hidden_size=64, intermediate_size=256, max_position_embeddings=64, num_attention_heads=2, num_hidden_layers=2,
-                             vocab_size=2000)
-    ids, seg = Tensor(rng.integers(0, 2000, (4, 32), dtype=np.int32)), Tensor(rng.integers(0, 2, (4, 32), dtype=np.int32))
-    mask, pos = Tensor.ones(4, 32, dtype=dtypes.int32).contiguous(), Tensor(rng.integers(0, 32, (4, 5), dtype=np.int32))
-    mlm_ids, nsp = Tensor(rng.integers(0, 2000, (4, 5), dtype=np.int32)), Tensor(rng.integers(0, 2, 4, dtype=np.int32))
-    def fwd():
-      mlm, nsp_logits = net(ids, mask, pos, seg)
-      return mlm.sparse_categorical_crossentropy(mlm_ids) + nsp_logits.sparse_categorical_crossentropy(nsp)
-  opt = nn.optim.Adam(nn.state.get_parameters(net), lr=1e-4)
-  @TinyJit
-  def step():
+    os.environ["BERT_SIZE"] = "tiny"
+    from examples.mlperf.helpers import get_mlperf_bert_model
+    from tinygrad.nn.optim import LAMB
+    net = get_mlperf_bert_model()
+    B, S, M = 2, 128, 20
+    ids, seg = Tensor(rng.integers(0, 30522, (B, S), dtype=np.int32)), Tensor(rng.integers(0, 2, (B, S), dtype=np.int32))
+    mask, pos = Tensor.ones(B, S, dtype=dtypes.int32).contiguous(), Tensor(rng.integers(0, S, (B, M), dtype=np.int32))
+    mlm_ids, mlm_w = Tensor(rng.integers(0, 30522, (B, M), dtype=np.int32)), Tensor.ones(B, M).contiguous()
+    nsp = Tensor(rng.integers(0, 2, (B, 1), dtype=np.int32))
+    sd = nn.state.get_state_dict(net)
+    no_wd = [v for k, v in sd.items() if "bias" in k or "LayerNorm" in k]
+    params = nn.state.get_parameters(net)
+    opts = [LAMB([p for p in params if p not in set(no_wd)], lr=1e-4, weight_decay=0.01, adam=False), LAMB(no_wd, lr=1e-4, adam=False)]
+    def loss_fn():
+      loss = net.loss(*net(ids, mask, pos, seg), mlm_ids, mlm_w, nsp)
+      loss.backward()
+      gnorm = sum((p.grad.square().sum() for p in params), Tensor(0.0)).sqrt().contiguous()
+      for p in params: p.grad = (gnorm > 1.0).where(p.grad / gnorm, p.grad)
+      return loss
+  for p in params: p.replace(Tensor((rng.standard_normal(p.shape) * 0.02).astype(np.float32)))
+  def step_fn():
     with Context(TRAINING=1):
-      opt.zero_grad()
-      loss = fwd().backward()
-      return loss.realize(*opt.schedule_step())
-  Tensor.realize(*nn.state.get_parameters(net)); dev.synchronize()
+      for o in opts: o.zero_grad()
+      loss = loss_fn()
+      if model == "vit": loss.backward()
+      return loss.realize(*[t for o in opts for t in o.schedule_step()])
+  step = TinyJit(step_fn)
+  Tensor.realize(*params); dev.synchronize()
   out = []
   for _ in range(steps):
     for k in acc: acc[k] = 0.0
@@ -60,20 +80,30 @@ def worker(model:str, steps:int, tg_src:str):
     wall = time.perf_counter() - st
     # codegen includes the compiler: do_to_program calls it
     out.append({"wall": wall, **acc, "run": wall - acc["codegen"] - acc["program"], "loss": loss})
-  print("RESULT " + json.dumps(out))
+  # one more step without the JIT, every kernel waited for and timed (the DEBUG=2 lines: "*** DEV n name ... tm 1.23ms/...")
+  with contextlib.redirect_stdout(io.StringIO()) as f, Context(DEBUG=2): step_fn().item()
+  kernels: dict[str, list] = {}   # name -> [seconds, calls]
+  unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+  for line in re.sub(r"\x1b\[[0-9;]*m", "", f.getvalue()).splitlines():
+    if (m := re.match(r"\*\*\* \S+\s+\d+ (.+?)\s+arg.* tm\s+([\d.]+)(us|ms|s)/", line)) and not m[1].startswith("copy"):
+      k = kernels.setdefault(m[1].strip(), [0.0, 0])
+      k[0], k[1] = k[0] + float(m[2]) * unit[m[3]], k[1] + 1
+  print("RESULT " + json.dumps({"steps": out, "kernels": kernels}))
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--tg-src", required=True, help="upstream tinygrad tree with extra/models")
+  ap.add_argument("--tg-src", required=True, help="upstream tinygrad tree with extra/models and examples/mlperf")
   ap.add_argument("--models", default="vit,bert")
   ap.add_argument("--devs", default="VULKAN:SPIRV,VULKAN:GLSL,CPU")
   ap.add_argument("--steps", type=int, default=5)
+  ap.add_argument("--top", type=int, default=5, help="kernels listed per (model, device)")
   ap.add_argument("--json")
   ap.add_argument("--worker", help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.worker: return worker(args.worker, args.steps, os.path.abspath(args.tg_src))
   res = {}
-  print(f"{'model':<6} {'device':<12} {'1st step s':>10} {'codegen':>8} {'compiler':>8} {'program':>8} {'run':>8} | {'steady s':>9}  {'total s':>8}")
+  print(f"{'model':<6} {'device':<12} {'1st step s':>10} {'codegen':>8} {'compiler':>8} {'program':>8} {'run':>8} | {'steady s':>9} "
+        f"{'kernel s':>9}  {'total s':>8}")
   for model in args.models.split(","):
     for dev in args.devs.split(","):
       st = time.perf_counter()
@@ -84,11 +114,16 @@ def main():
       if line is None:
         print(f"{model:<6} {dev:<12} failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}")
         continue
-      steps = json.loads(line[len("RESULT "):])
-      f, steady = steps[0], statistics.median(s["wall"] for s in steps[3:] or steps[-1:])
-      res[f"{model}/{dev}"] = {"steps": steps, "steady_s": steady, "process_s": total}
+      r = json.loads(line[len("RESULT "):])
+      steps = r["steps"]
+      f, steady, ktime = steps[0], statistics.median(s["wall"] for s in steps[3:] or steps[-1:]), sum(t for t, _ in r["kernels"].values())
+      res[f"{model}/{dev}"] = {"steps": steps, "steady_s": steady, "kernel_s": ktime, "kernels": r["kernels"], "process_s": total}
       print(f"{model:<6} {dev:<12} {f['wall']:>10.2f} {f['codegen'] - f['compiler']:>8.2f} {f['compiler']:>8.2f} {f['program']:>8.2f} "
-            f"{f['run']:>8.2f} | {steady:>9.3f}  {total:>8.1f}")
+            f"{f['run']:>8.2f} | {steady:>9.3f} {ktime:>9.3f}  {total:>8.1f}")
+  for key, r in res.items():
+    print(f"\n{key}: top kernels of {r['kernel_s'] * 1e3:.1f} ms")
+    for name, (t, n) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][0])[:args.top]:
+      print(f"  {t * 1e3:9.2f} ms  {t / r['kernel_s']:5.1%}  {n:3d} calls  {name}")
   if args.json:
     with open(args.json, "w") as fh: json.dump(res, fh, indent=1)
 

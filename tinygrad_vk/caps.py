@@ -21,13 +21,15 @@ FLAGS = {
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
+  "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/hoist.py)",
+  "fillx": "local dims merged into x when x is narrower than a SIMD vector: the driver packs invocations along x only (llvmpipe; renderer/simd.py)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
-                  "vec": ("vec",), "spread": ("spread",)}
+                  "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -49,6 +51,7 @@ class Caps:
   allocs: int = 4096                          # maxMemoryAllocationCount
   maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
   vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
+  threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
@@ -109,7 +112,7 @@ def disabled_flags(spec:str) -> set[str]:
 # validation layer checks that version's rules (structs, entry points, SPIR-V version).
 # Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
 # does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
-RENDERER_PATHS = frozenset({"vec", "spread"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -19,6 +19,9 @@ DEVICE_ORDER = [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_T
                 vk.VK_PHYSICAL_DEVICE_TYPE_OTHER, vk.VK_PHYSICAL_DEVICE_TYPE_CPU]
 # llvmpipe exits every loop of a shader invocation after 65535 back-edges in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS)
 LLVMPIPE_LOOP_LIMIT = 65535
+# llvmpipe runs workgroups on LP_NUM_THREADS threads (0: inline in the submitting thread), by default one per CPU, at most
+# LP_MAX_THREADS (src/gallium/drivers/llvmpipe/lp_limits.h: 32 in the Mesa source checked, not the 22.3 tag; lp_screen.c)
+def llvmpipe_threads() -> int: return max(1, min(32, env_number("LP_NUM_THREADS", os.cpu_count() or 1)))
 
 # messages from the validation layer; VULKAN_VALIDATION=1 makes the device raise on them at the next synchronisation point
 validation_messages: list[str] = []
@@ -214,7 +217,8 @@ class PhysicalDevice:
     if f["shaderFloat64"]: out.add("f64")
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
-    return out | {"vec", "spread"}
+    if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE: out.add("fillx")   # its SIMD vectors run along local x only
+    return out | {"vec", "spread", "hoist"}
 
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
@@ -225,6 +229,7 @@ class PhysicalDevice:
                 # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
                 allocs=lim["maxMemoryAllocationCount"], vk=self.vk,
+                threads=llvmpipe_threads() if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0,
                 maxloop=self.loop_budget())
 
   def loop_budget(self) -> int:

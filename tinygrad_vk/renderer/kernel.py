@@ -21,6 +21,8 @@ from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
 from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
+from tinygrad_vk.renderer.hoist import pm_hoist
+from tinygrad_vk.renderer.simd import pm_fill_x
 from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
@@ -53,7 +55,7 @@ nan_bits_matcher = PatternMatcher([
 
 def extra_matcher(caps:Caps) -> PatternMatcher:
   pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + create_non_native_float_pats((dtypes.bfloat16,)) + \
-    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_loop_budget
+    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_hoist + pm_loop_budget + pm_fill_x
   # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
   return sin32_matcher + pm if keeps_sin(caps) else pm
 
