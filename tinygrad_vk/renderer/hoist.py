@@ -129,7 +129,7 @@ def fold_groups(sink:UOp, min_groups:int) -> UOp|None:
   return out.replace(src=ends)
 
 def hoist(sink:UOp, caps:Caps) -> UOp|None:
-  if any(u.op is Ops.RANGE and u.arg[1] is AxisType.LOOP for u in sink.toposort()): return None   # folded already
+  if any(u.op is Ops.RANGE and u.arg[-1] is AxisType.LOOP for u in sink.toposort()): return None   # folded already
   spread = spread_invariant(sink, caps)
   folded = fold_groups(spread if spread is not None else sink, caps.threads or GPU_MIN_GROUPS)
   return folded if folded is not None else spread

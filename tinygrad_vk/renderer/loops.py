@@ -133,7 +133,7 @@ def _body(l:Loop, topo:list[UOp]) -> list[UOp]: return [u for u in topo if l.rng
 
 def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
   """The accumulators a loop leaves partial results in when it is spread over lanes, or why it cannot be spread."""
-  if l.rng.arg[1] is not AxisType.REDUCE: return f"it is not a reduction (a {l.rng.arg[1].name} range)"
+  if l.rng.arg[-1] is not AxisType.REDUCE: return f"it is not a reduction (a {l.rng.arg[-1].name} range)"
   inside = _body(l, topo)
   if any(u.op is Ops.BARRIER or (u.op in (Ops.LOAD, Ops.STORE) and u.src[0].addrspace == AddrSpace.LOCAL) for u in inside):
     return "it uses shared memory"
