@@ -16,7 +16,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType
 from tinygrad.dtype import dtypes, AddrSpace
 from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import Loop, Acc, find_loops, spreadable, _combine, _int, _special, _rebuild, _trip
+from tinygrad_vk.renderer.loops import Loop, Acc, find_loops, spreadable, spread_range, _combine, _int, _special, _rebuild, _trip
 
 # workgroups a fold keeps at least where the device does not say how many run at once (caps.threads: llvmpipe runs a workgroup per
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part
@@ -56,12 +56,7 @@ def spread_invariant(sink:UOp, caps:Caps) -> UOp|None:
   val: dict[UOp, UOp] = {}       # spread RANGE -> the iteration it stands for (where its value is used)
   exits: dict[UOp, tuple] = {}
   for l, accs, lane, group, lanes in chosen:
-    n, dt = l.rng.src[0], l.rng.dtype
-    ln = lane if dt == dtypes.int else lane.cast(dt)
-    trip = _int(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
-      (n + _int(lanes - 1, dt) - ln).alu(Ops.CDIV, _int(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
-    ctl[l.rng] = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
-    val[l.rng] = ctl[l.rng] * _int(lanes, dt) + ln
+    ctl[l.rng], val[l.rng] = spread_range(l.rng, lane, lanes)
     for acc in accs:
       smem = UOp.placeholder((acc.buf.max_numel() * prod(sizes),), acc.buf.dtype, slot, AddrSpace.LOCAL)
       slot += 1

@@ -161,6 +161,15 @@ def unrollable(l:Loop, loops:list[Loop], topo:list[UOp], accs:tuple[Acc, ...]) -
 
 def _int(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
 
+def spread_range(rng:UOp, lane:UOp, lanes:int) -> tuple[UOp, UOp]:
+  """rng's iterations dealt round-robin to `lanes` lanes: (the loop `lane` runs, the iteration each of its passes stands for)."""
+  n, dt = rng.src[0], rng.dtype
+  ln = lane if dt == dtypes.int else lane.cast(dt)
+  trip = _int(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
+    (n + _int(lanes - 1, dt) - ln).alu(Ops.CDIV, _int(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
+  loop = UOp(Ops.RANGE, dt, (trip,), rng.arg)
+  return loop, loop * _int(lanes, dt) + ln
+
 def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
   """Every lane's partials through shared memory into every lane's accumulator; `x` is the accumulator as the loop leaves it."""
   buf, n, dt = acc.buf, acc.buf.max_numel(), acc.buf.dtype
@@ -354,12 +363,7 @@ def spread(sink:UOp, chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lanes:
   val: dict[UOp, UOp] = {}       # spread RANGE -> the iteration it stands for (where its value is used)
   exits: dict[UOp, tuple[Acc, UOp, UOp]] = {}
   for l in chosen:
-    n, dt = l.rng.src[0], l.rng.dtype
-    ln = lane if dt == dtypes.int else lane.cast(dt)
-    trip = _int(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
-      (n + _int(lanes - 1, dt) - ln).alu(Ops.CDIV, _int(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
-    ctl[l.rng] = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
-    val[l.rng] = ctl[l.rng] * _int(lanes, dt) + ln
+    ctl[l.rng], val[l.rng] = spread_range(l.rng, lane, lanes)
     for acc in cands[l.rng]:
       total = acc.buf.max_numel() * prod(sizes)
       smem = UOp.placeholder((total * lanes,), acc.buf.dtype, slot, AddrSpace.LOCAL)
