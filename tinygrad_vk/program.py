@@ -148,8 +148,11 @@ class VulkanProgram(Program["VulkanDevice"]):
         # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words
         if (rng := round_up(rem + b.size, 4)) > caps.range:
           raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
-        # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen
-        if self.guard: rng = max(rng, min(caps.range, (r := b.root).offset + r.size + guard_len(r.size) - b.offset + rem))
+        # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen.
+        # Only for a view that ends where its buffer does: another one's range would cover the views after it, which the hazard
+        # tracking (and synchronisation validation) would then see it access.
+        if self.guard and b.offset + rng - rem >= (r := b.root).offset + r.size:
+          rng = max(rng, min(caps.range, r.offset + r.size + guard_len(r.size) - b.offset + rem))
         info = infos[abi.binding[i]]
         info.buffer, info.offset, info.range = b.handle, b.offset - rem, rng
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
