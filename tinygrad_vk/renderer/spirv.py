@@ -370,11 +370,14 @@ class SPIRVKernel:
   def vector(self, sh:UOp) -> tuple[str|None, Ref|None, list[Ref]]:
     """A coalesced (float4) access: (the condition of its vecN access, that access, its scalar accesses), kernel.vector."""
     vec, lanes = self.plan.vector(sh)
-    if vec is None: return None, None, [self.ref(l) for l in lanes]
+    refs = [self.ref(l) for l in lanes]
+    if vec is None: return None, None, refs
     spec = self.g(f"%a{vec.slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
     if (d := f"OpDecorate {spec} SpecId {vec.slot}") not in self.deco: self.deco.append(d)
     cond = self.prologue(f"a{vec.slot}_{vec.vec}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, vec.vec)))
-    return cond, self.ref(vec), [self.ref(l) for l in lanes]
+    # the vecN index is lane 0's >> shift (Access.vector): computed once from lane 0's
+    idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), refs[0].idx, self.const(dtypes.int, vec.shift))
+    return cond, self.buf(vec.slot, vec.dtype, vec.vec)._replace(idx=idx), refs
 
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
