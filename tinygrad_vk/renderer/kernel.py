@@ -1,6 +1,7 @@
 """What both renderers (GLSL and SPIR-V) do around their own lowering, so that they agree with each other and with the runtime:
   * `extra_matcher(caps)`: the UOp rewrites before rendering (what Vulkan's shading languages lack, bfloat16 in float,
-    sin without int64 (sin32.py), 8/16-bit packing (packing.py), the loop budget (loops.py));
+    sin without int64 (sin32.py), half without shaderFloat16 (half.py), 8/16-bit packing (packing.py), reductions that read no
+    launch index computed once per workgroup (hoist.py), the loop budget (loops.py), local dims merged into x (simd.py));
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
   * `plan_kernel`: the declaration plan of a kernel's buffers and scalars under the kernel ABI (abi.py, which the runtime packs):
     per slot its descriptor binding or push-constant address, the element type it is declared with, whether it is written;
