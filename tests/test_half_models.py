@@ -19,5 +19,6 @@ def test_half_transformer(model, profile, renderer):
   script, args = model
   args = args + ["--device", f"VULKAN:{renderer}"]
   r = run_python(f"import sys; sys.path.insert(0, 'scripts'); import {script}; sys.exit({script}.main({args!r}))",
-                 {"DEFAULT_FLOAT": "half", "VULKAN_PROFILE": profile})
+                 # min has no bufferDeviceAddress: a lowered storage-buffer range (CI pass 2) would refuse its buffers (issue 15)
+                 {"DEFAULT_FLOAT": "half", "VULKAN_PROFILE": profile, "VULKAN_MAX_STORAGE_RANGE": ""})
   assert r.returncode == 0 and "match" in r.stdout.splitlines()[-1], r.stdout + r.stderr[-3000:]
