@@ -119,19 +119,19 @@ def bind_align() -> int:
   return Device["VULKAN"].caps.align
 
 class BindSpy:
-  """Records every VulkanProgram.bind: per slot the offset bound (the descriptor offset, or for a buffer passed by address the
+  """Records every VulkanProgram.pack (eager launches and graphs): per slot the offset bound (the descriptor offset, or for a buffer passed by address the
   view offset folded into the address), and which pipeline it launches with (the alignment key of the views' element offsets:
   all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
   def __init__(self, monkeypatch):
     from tinygrad_vk.program import VulkanProgram
     self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)
-    orig = VulkanProgram.bind
-    def bind(prg, dset, bufs, vals):
-      pc, pipe = orig(prg, dset, bufs, vals)
+    orig = VulkanProgram.pack
+    def pack(prg, bufs, vals, win=None):
+      pc, pipe = orig(prg, bufs, vals, win)
       offs = [prg.infos[bd].offset if bd is not None else b.offset for b, bd in zip(bufs, prg.abi.binding)]
       self.binds.append((offs, next(k for k, p in prg.pipelines.items() if p == pipe), prg.aligned))
       return pc, pipe
-    monkeypatch.setattr(VulkanProgram, "bind", bind)
+    monkeypatch.setattr(VulkanProgram, "pack", pack)
   def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
   def variant_used(self, slot:int) -> bool: return any(key[slot] != aligned[slot] for _, key, aligned in self.binds)
 

@@ -12,8 +12,8 @@ DEFAULT_MAX_BUFS = 31
 
 class _DeviceMaxBufs(dict):
   """tinygrad's DEVICE_MAX_BUFS (the buffers one kernel may bind, read by its scheduler), whose VULKAN entries come from the device:
-  one under what a kernel can take (renderer/abi.py `max_kernel_bufs`: maxPerStageDescriptorStorageBuffers, and with
-  bufferDeviceAddress also the addresses the push constants hold past it). tinygrad's own check (schedule/rangeify.py
+  one under what a kernel can take (renderer/abi.py `max_kernel_bufs`: the view offsets the push constants hold; never the
+  descriptor count, which windows get past, so every device schedules the same kernels). tinygrad's own check (schedule/rangeify.py
   `_limit_bufs`) already counts the output: it splits an elementwise op whose inputs pass DEVICE_MAX_BUFS - 1, so DEVICE_MAX_BUFS
   is meant as the kernel's total. That check is best effort (it looks at one op's inputs, and cannot split everywhere: two-output
   kernels, ops it has no split for), so one buffer is kept in reserve.

@@ -13,7 +13,7 @@ from tinygrad.helpers import PROFILE, suppress_finalizing
 from tinygrad.engine.jit import GraphRunner
 from tinygrad.uop.ops import UOp
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps
+from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps, record_copy
 
 class VulkanGraph(GraphRunner):
   def __init__(self, linear, input_uops=()):
@@ -36,6 +36,7 @@ class VulkanGraph(GraphRunner):
     # PROFILE: a timestamp before and after every kernel, read back when the replay completes
     self.query_pool = timestamp_pool(q.vkdev, 2 * len(self.calls)) if PROFILE and q.timestamp_bits else None
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
+    self.wins: list = [None] * len(self.calls)   # the windows of windowed kernels (program.py `place`), owned by the graph
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
     names = [prg.name for prg in self.runtimes]
@@ -68,14 +69,24 @@ class VulkanGraph(GraphRunner):
     # the previous replay may still read these sets and this command buffer
     if self.last_seq: self.q.wait(self.last_seq)
     if not self.dirty: return
-    for j in sorted(self.dirty): self.pcs[j] = self.runtimes[j].bind(self.sets[j], self.bufs[j], self.scalars[j])
+    for j in sorted(self.dirty):
+      if (prg := self.runtimes[j]).abi.windowed:
+        if self.wins[j] is not None: self.wins[j].free(self.dev.allocator)
+        self.wins[j] = prg.place(self.bufs[j])
+      self.pcs[j] = prg.bind(self.sets[j], self.bufs[j], self.scalars[j], self.wins[j])
     cmd, hazards, roots, qp = self.cmd, Hazards(), {}, self.query_pool
     # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
     check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
-    for j, (prg, bufs, dset, pc, dims) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims)):
-      hazards.order(cmd, *prg.split(bufs))
+    for j, (prg, bufs, dset, pc, dims, win) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims, self.wins)):
+      if win is None: hazards.order(cmd, *prg.split(bufs))
+      else:   # gathers first; a window covers other buffers too, so the kernel is ordered after and before everything
+        for src, dst in win.copies:
+          hazards.order(cmd, [src], [dst])
+          record_copy(cmd, src, dst, src.size)
+        hazards.order_all(cmd)
+        roots.update((id(x.root), x.root) for x in win.scratches)
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
@@ -94,5 +105,7 @@ class VulkanGraph(GraphRunner):
   def __del__(self):
     if self.dev.closed: return
     dev, pool, cmd, q, qp = self.dev, self.pool, self.cmd, self.q, self.query_pool
+    for w in self.wins:   # queue-ordered: whoever gets a scratch next uses it after the graph's last replay
+      if w is not None: w.free(dev.allocator)
     q.defer(self.last_seq, lambda: (lib.vkDestroyDescriptorPool(dev.vkdev, pool, NULL), lib.vkFreeCommandBuffers(dev.vkdev, q.pool, 1,
             ffi.new("VkCommandBuffer[1]", [cmd])), qp is not None and lib.vkDestroyQueryPool(dev.vkdev, qp, NULL)))

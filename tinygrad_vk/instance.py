@@ -218,7 +218,7 @@ class PhysicalDevice:
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE: out.add("fillx")   # its SIMD vectors run along local x only
-    return out | {"vec", "spread", "hoist"}
+    return out | {"vec", "spread", "hoist", "share"}
 
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""

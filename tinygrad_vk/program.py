@@ -2,13 +2,14 @@
 from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
-from tinygrad.device import Program, TinyELF
+from dataclasses import dataclass
+from tinygrad.device import Program, TinyELF, BufferSpec
 from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
 from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
-from tinygrad_vk.memory import guard_len
+from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
@@ -17,6 +18,10 @@ OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STR
 MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = (ENUMS[n] for n in (
   "LocalSize", "Binding", "NonWritable", "Offset", "PushConstant"))
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
+# a window starts at a multiple of this and of minStorageBufferOffsetAlignment: a slot's element offset inside it is then as
+# aligned as the view itself (the widest vector alias, dvec4, is 32 bytes)
+WINDOW_ALIGN = 32
+GATHER_SPEC = BufferSpec()
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int]]:
   """The baked local size, the descriptor bindings, and what the shader never writes (it needs no write hazard): the readonly
@@ -36,6 +41,30 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
   return local, set(binding.values()), ro, ro_addr
+
+def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
+  """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
+  words, insts = spirv_instructions(spv)
+  for pos, op, w in insts:
+    if op == OP_DECORATE and w[2] == DEC_BINDING: words[pos + 3] = binding[w[3]]
+  return struct.pack(f"<{len(words)}I", *words)
+
+@dataclass
+class Windows:
+  """Where the slots of a windowed kernel are for one launch (renderer/abi.py): descriptor k is `spans[k]` (VkBuffer, offset,
+  range), slot i lies in window `of[i]` at element `offsets[i]`, after the `copies` (source view, scratch view) that gather the
+  slots left over into `scratch`, which the caller frees once the launch is recorded."""
+  spans: list[tuple[object, int, int]]
+  of: tuple[int, ...]
+  offsets: dict[int, int]
+  copies: list[tuple[VulkanBuffer, VulkanBuffer]]
+  scratch: VulkanBuffer|None = None
+  size: int = 0
+  @property
+  def scratches(self) -> list[VulkanBuffer]: return [] if self.scratch is None else [self.scratch]
+  def free(self, allocator):
+    """Give the scratch back (tinygrad's cache, or freed once the queue is done with it): a later use is queue-ordered after."""
+    if self.scratch is not None: allocator.free(self.scratch, self.size, GATHER_SPEC); self.scratch = None
 
 class VulkanProgram(Program["VulkanDevice"]):
   # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
@@ -58,14 +87,13 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.guard = dev.allocator.guard
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
-    if self.ndesc > caps.bufs:
-      raise RuntimeError(f"VULKAN: {self.name} binds {self.ndesc} buffers, the device allows {caps.bufs} (maxPerStageDescriptorStorageBuffers; "
-                         "more go by address only with bufferDeviceAddress)")
+    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
     try: self.local_size, bindings, readonly, ro_addr = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
-    if not bindings <= set(range(self.ndesc)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.ndesc}")
+    if not bindings <= set(b for b in abi.binding if b is not None):
+      raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {sum(b is not None for b in abi.binding)}")
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
@@ -76,7 +104,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
           f"vkCreateShaderModule of {self.name}")
-    self.module = mod[0]
+    self.module, self.spv = mod[0], obj.lib
     unused = {"buffer": dev.scratch.handle, "offset": dev.scratch.offset, "range": dev.scratch.size}
     self.infos = ffi.new("VkDescriptorBufferInfo[]", [unused] * max(self.ndesc, 1))
     self.desc_write = new("VkWriteDescriptorSet", descriptorCount=self.ndesc, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -85,18 +113,34 @@ class VulkanProgram(Program["VulkanDevice"]):
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
     # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/kernel.py, KernelPlan.vector). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
+    # a windowed kernel has a pipeline per assignment of its slots to windows too (key: alignments + windows); the one built
+    # here has all of them in one window, as when the buffers share a memory block
     self.aligned = (VEC_ALIGN,) * len(self.itemsize)
-    try: self.pipelines[self.aligned] = self._pipeline(self.aligned)
+    first = self.aligned + ((0,) * len(self.itemsize) if abi.windowed else ())
+    try: self.pipelines[first] = self._pipeline(first)
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
       raise
 
-  def _pipeline(self, align:tuple[int, ...]):
-    n, entry = len(align), ffi.new("char[]", b"main")
+  def _pipeline(self, key:tuple[int, ...]):
+    n, entry = len(self.itemsize), ffi.new("char[]", b"main")
+    align, module = key[:n], self.module
+    if self.abi.windowed:   # a module whose bindings are the windows: a pipeline does not need it once created
+      code = rebind(self.spv, {b: key[n + i] for i, b in enumerate(self.abi.binding) if b is not None})
+      mod = ffi.new("VkShaderModule*")
+      check(lib.vkCreateShaderModule(self.dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code)),
+                                     NULL, mod), f"vkCreateShaderModule of {self.name}")
+      module = mod[0]
+    try: return self._create_pipeline(align, module, entry)
+    finally:
+      if module != self.module: lib.vkDestroyShaderModule(self.dev.vkdev, module, NULL)
+
+  def _create_pipeline(self, align:tuple[int, ...], module, entry):
+    n = len(align)
     entries = ffi.new("VkSpecializationMapEntry[]", [{"constantID": i, "offset": 4 * i, "size": 4} for i in range(n)])
     data = ffi.new("int32_t[]", list(align) or [0])
     spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": n, "pMapEntries": entries, "dataSize": 4 * n, "pData": data})
-    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self.module,
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
              "pName": entry, "pSpecializationInfo": spec}
     pipe = ffi.new("VkPipeline*")
     check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
@@ -111,7 +155,7 @@ class VulkanProgram(Program["VulkanDevice"]):
   def _warm(self, pipeline):
     """Record an empty dispatch of a new pipeline: drivers that compile at the first dispatch (lavapipe) then do it before the
     first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches. It may run
-    inside a launch (bind() builds a pipeline variant): it shares that launch's batch and leaves its descriptor structs alone."""
+    while a launch is packed (pack() builds a pipeline variant): it leaves that launch's descriptor structs alone."""
     q, scratch = self.dev.queue, self.dev.scratch
     # synchronisation validation counts the bindings of an empty dispatch as accessed: order it like a write of the scratch
     with q.prepare([], [scratch]) as b:
@@ -134,36 +178,105 @@ class VulkanProgram(Program["VulkanDevice"]):
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
 
-  def bind(self, dset, bufs, vals:tuple[int, ...]|list[int]) -> tuple[bytes, object]:
-    """Point the descriptor set at the buffers and put the addresses in the push constants (views bound at the aligned-down
-    offset, see renderer/abi.py), pack the scalars, and pick the pipeline specialized for how aligned the views' element offsets are."""
+  def _end(self, i:int, b, start:int) -> int:
+    """The end of buffer i's binding from byte `start` of its VkBuffer: whole words (8/16-bit data may be accessed through 32-bit
+    words, renderer/packing.py; buffers are allocated in words), past maxStorageBufferRange refused."""
+    caps = self.dev.caps
+    if (end := start + round_up(b.offset - start + b.size, 4)) - start > caps.range:
+      raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {end - start} bytes, over maxStorageBufferRange ({caps.range})")
+    # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen.
+    # Only for a view that ends where its buffer does: another one's range would cover the views after it, which the hazard
+    # tracking (and synchronisation validation) would then see it access.
+    if self.guard and end >= (r := b.root).offset + r.size: end = max(end, min(start + caps.range, r.offset + r.size + guard_len(r.size)))
+    return end
+
+  def place(self, bufs) -> Windows:
+    """The windows of a windowed kernel's launch (renderer/abi.py). The slots of one memory block share a window while its range
+    stays within maxStorageBufferRange (with `share`); past the descriptors, the read-only windows with the fewest bytes are
+    gathered into a scratch buffer (the written ones always keep theirs)."""
+    caps, abi, D = self.dev.caps, self.abi, self.abi.ndesc
+    step = max(caps.align, WINDOW_ALIGN)
+    blocks: dict = {}
+    for i, b in zip(self.slots, bufs):
+      if abi.binding[i] is not None: blocks.setdefault(b.handle, []).append((b.offset, i, b))
+    wins: list[list] = []   # [VkBuffer, start, end, [(slot, buffer)]]
+    for h, members in blocks.items():
+      cur = None
+      for off, i, b in sorted(members, key=lambda m: m[0]):
+        end = self._end(i, b, start := off - off % step)
+        if cur is not None and "share" in caps and max(cur[2], end) - cur[1] <= caps.range: cur[2] = max(cur[2], end); cur[3].append((i, b))
+        else: wins.append(cur := [h, start, end, [(i, b)]])
+    copies, scratch, size = [], None, 0
+    if len(wins) > D:
+      written = {self.slots[j] for j in self.written}
+      keep = [w for w in wins if any(i in written for i, _ in w[3])]
+      if len(keep) >= D:
+        raise RuntimeError(f"VULKAN: {self.name} writes {len(keep)} memory windows and reads more: it needs over {D} descriptors "
+                           "(maxPerStageDescriptorStorageBuffers), and only inputs can be gathered")
+      rest = sorted((w for w in wins if not any(w is k for k in keep)), key=lambda w: w[2] - w[1], reverse=True)
+      room = D - 1 - len(keep)   # one descriptor is the scratch's
+      keep += rest[:room]
+      gather = [(i, b) for w in rest[room:] for i, b in w[3]]
+      placed = []
+      for i, b in gather:   # at the same offset modulo `step`, so each keeps its alignment; from the word its first element is in
+        dst = round_up(size, step) + b.offset % step
+        lead, size = b.offset % 4, round_up(dst + b.size, 4)
+        placed.append((i, b, dst, lead))
+      if size > caps.range:
+        raise RuntimeError(f"VULKAN: the {len(gather)} inputs of {self.name} gathered into one window take {size} bytes, over "
+                           f"maxStorageBufferRange ({caps.range})")
+      scratch = self.dev.allocator.alloc(size, GATHER_SPEC)
+      copies = [(b.view(round_up(b.size + lead, 4), -lead), scratch.view(round_up(b.size + lead, 4), dst - lead)) for i, b, dst, lead in placed]
+      self.dev.gathered += len(copies)
+      wins = keep + [[scratch.handle, scratch.offset, scratch.offset + size, [(i, scratch.view(b.size, dst)) for i, b, dst, _ in placed]]]
+    of, offsets = [0] * len(abi.binding), {}
+    for k, (_, start, _, members) in enumerate(wins):
+      for i, b in members:
+        if (b.offset - start) % self.itemsize[i]:
+          raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
+                             f"{self.itemsize[i]}-byte element: Vulkan cannot bind it")
+        of[i], offsets[i] = k, (b.offset - start) // self.itemsize[i]
+    return Windows([(h, start, end - start) for h, start, end, _ in wins], tuple(of), offsets, copies, scratch, size)
+
+  def bind(self, dset, bufs, vals:tuple[int, ...]|list[int], win:Windows|None=None) -> tuple[bytes, object]:
+    pc, pipe = self.pack(bufs, vals, win)
+    self.update(dset)
+    return pc, pipe
+
+  def update(self, dset):
+    if self.ndesc:
+      self.desc_write.dstSet = dset
+      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.desc_write, 0, NULL)
+
+  def pack(self, bufs, vals:tuple[int, ...]|list[int], win:Windows|None=None) -> tuple[bytes, object]:
+    """Point the descriptor structs at the buffers (or, windowed, at the windows `place` chose) and put the addresses in the push
+    constants (views bound at the aligned-down offset, see renderer/abi.py), pack the scalars, and pick the pipeline specialized
+    for how aligned the views' element offsets are (and, windowed, for which window each slot is in). A new pipeline records
+    its warm-up dispatch: never inside another command's `prepare`, whose hazards its barrier would forget."""
     caps, infos, pc, align, abi = self.dev.caps, self.infos, bytearray(self.pc_size), self.aligned, self.abi
+    if win is not None:
+      scratch = self.dev.scratch
+      for k in range(self.ndesc):
+        h, start, rng = win.spans[k] if k < len(win.spans) else (scratch.handle, scratch.offset, scratch.size)
+        infos[k].buffer, infos[k].offset, infos[k].range = h, start, rng
     for i, b in zip(self.slots, bufs):
       isz, aoff = self.itemsize[i], abi.address[i]
       if aoff is not None:
         rem = (addr := b.gpu + b.offset) % ADDR_ALIGN
         struct.pack_into("<Q", pc, aoff, addr - rem)
+      elif win is not None: rem = win.offsets[i] * isz
       else:
         rem = b.offset % caps.align
-        # whole words: 8/16-bit data may be accessed through 32-bit words (renderer/packing.py); buffers are allocated in words
-        if (rng := round_up(rem + b.size, 4)) > caps.range:
-          raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is {rng} bytes, over maxStorageBufferRange ({caps.range})")
-        # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen.
-        # Only for a view that ends where its buffer does: another one's range would cover the views after it, which the hazard
-        # tracking (and synchronisation validation) would then see it access.
-        if self.guard and b.offset + rng - rem >= (r := b.root).offset + r.size:
-          rng = max(rng, min(caps.range, r.offset + r.size + guard_len(r.size) - b.offset + rem))
         info = infos[abi.binding[i]]
-        info.buffer, info.offset, info.range = b.handle, b.offset - rem, rng
+        info.buffer, info.offset, info.range = b.handle, b.offset - rem, self._end(i, b, b.offset - rem) - (b.offset - rem)
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]
-      pc[i] = o
+      if abi.windowed: struct.pack_into("<I", pc, 4 * i, o)
+      else: pc[i] = o
     for (off, fmt), v in zip(self.scalar_fields, vals): struct.pack_into(fmt, pc, off, v)
-    if self.ndesc:
-      self.desc_write.dstSet = dset
-      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.desc_write, 0, NULL)
-    if (pipe := self.pipelines.get(align)) is None: pipe = self.pipelines[align] = self._pipeline(align)
+    key = align + win.of if win is not None else align
+    if (pipe := self.pipelines.get(key)) is None: pipe = self.pipelines[key] = self._pipeline(key)
     return bytes(pc), pipe
 
   def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int]):
@@ -183,14 +296,23 @@ class VulkanProgram(Program["VulkanDevice"]):
 
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
-    with q.prepare(*self.split(bufs)) as batch:
-      dset = batch.alloc_set(self.set_layout) if self.ndesc else None
-      pc, pipeline = self.bind(dset, bufs, vals)
-      t0 = batch.timestamp() if wait or q.profiling() else None
-      self.record(batch.cmd, dset, pc, pipeline, groups)
-      t1 = batch.timestamp() if t0 is not None else None
-      if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
-      batch.names.append(self.name)
+    with q:   # the descriptor structs are shared by every launch of this program
+      win = self.place(bufs) if self.abi.windowed else None
+      try:
+        if win is not None:
+          for src, dst in win.copies: q.copy(src, dst, src.size)
+        pc, pipeline = self.pack(bufs, vals, win)
+        # a window's range covers the other buffers of its block too: ordered after and before everything, like a graph replay
+        with q.prepare(*self.split(bufs)) if win is None else q.prepare_opaque([*bufs, *win.scratches]) as batch:
+          dset = batch.alloc_set(self.set_layout) if self.ndesc else None
+          self.update(dset)
+          t0 = batch.timestamp() if wait or q.profiling() else None
+          self.record(batch.cmd, dset, pc, pipeline, groups)
+          t1 = batch.timestamp() if t0 is not None else None
+          if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
+          batch.names.append(self.name)
+      finally:
+        if win is not None: win.free(self.dev.allocator)
     return q.timed_wait(batch, t0, t1) if wait else None
 
   @suppress_finalizing

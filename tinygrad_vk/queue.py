@@ -75,6 +75,9 @@ def descriptor_pool(vkdev, sets:int, descriptors:int):
         "vkCreateDescriptorPool")
   return out[0]
 
+def record_copy(cmd, src, dst, size:int):
+  lib.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, ffi.new("VkBufferCopy*", {"srcOffset": src.offset, "dstOffset": dst.offset, "size": size}))
+
 def timestamp_pool(vkdev, count:int):
   out = ffi.new("VkQueryPool*")
   check(lib.vkCreateQueryPool(vkdev, new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=count), NULL, out),
@@ -250,9 +253,7 @@ class CommandQueue:
 
   def copy(self, src, dst, size:int) -> Batch:
     """Queue-ordered copy between two buffers (views) of this device."""
-    with self.prepare([src], [dst]) as b:
-      region = ffi.new("VkBufferCopy*", {"srcOffset": src.offset, "dstOffset": dst.offset, "size": size})
-      lib.vkCmdCopyBuffer(b.cmd, src.handle, dst.handle, 1, region)
+    with self.prepare([src], [dst]) as b: record_copy(b.cmd, src, dst, size)
     return b
 
   # ---- submission and completion

@@ -2,17 +2,21 @@
 (program.py) packs it, both from `kernel_abi` and the Caps the kernel was compiled for (`Target.arch`), so they always agree.
 
 A buffer parameter (slot 0..n-1) is
-  - bound by descriptor: set 0, binding = its rank among the descriptor-bound slots; or
-  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange, or when the
-    descriptor-bound slots before it already use up maxPerStageDescriptorStorageBuffers (the earliest slots keep descriptors;
-    how many buffers then fit is bounded by the push constants, see `max_kernel_bufs`). A view is bound
-    from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
+  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange. A view is
+    bound from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
     n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
-    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded. (Measured on lavapipe, the
-    descriptor path is no slower, see README; it also keeps devices without `bda` on one path.)
-  Without `bda` every slot is bound by descriptor and the runtime refuses a binding past the range, or past the descriptor limit.
+    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded. Without `bda` a binding past
+    the range is refused by the runtime;
+  - else bound by descriptor: set 0, binding = its rank among the descriptor-bound slots. When there are more of them than
+    maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (program.py `Windows`) reaches them through at
+    most D descriptors, each a window over one memory block (memory.py: many buffers share a block's VkBuffer) holding the slots
+    that lie in it, and renumbers the shader's Binding decorations to the windows (a pipeline per assignment, like the
+    alignment variants below); a slot's element offset inside its window is then a whole word of _off. Where the slots lie in
+    more blocks than D, the read-only ones of the blocks left over are first gathered into one scratch buffer by queue-ordered
+    copies (`VULKAN_DISABLE=share` gives every slot a window of its own, so this path is taken whenever D is passed).
 Push constants (std430, byte offsets):
-  0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256)
+  0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
+                  windowed: uint _off[n], per slot its element offset inside its window
   then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
   then            the scalar vars at TinyELF.iter_sig offsets
 Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
@@ -26,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from tinygrad.device import TinyELF
-from tinygrad.dtype import DType, dtypes
+from tinygrad.dtype import DType
 from tinygrad.helpers import ceildiv, round_up
 from tinygrad_vk.caps import Caps
 
@@ -39,8 +43,13 @@ class KernelABI:
   address: tuple[int|None, ...]     # per slot: push-constant byte offset of its address, None when bound by descriptor
   vars: tuple[tuple[int, DType], ...]   # (push-constant byte offset, dtype) of each scalar var
   pc_size: int
+  windowed: bool = False            # more descriptor-bound slots than descriptors: the runtime maps them to windows
+  ndesc: int = 0                    # descriptors the pipeline layout has
   @property
-  def ndesc(self) -> int: return sum(b is not None for b in self.binding)
+  def nwords(self) -> int: return len(self.binding) if self.windowed else ceildiv(len(self.binding), 4)   # words of _off[]
+  def off_word(self, slot:int) -> tuple[int, int, int|None]:
+    """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
+    return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
 def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
   if numel is None: return "bda" in caps
@@ -51,10 +60,12 @@ def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
 
 def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
   """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order."""
+  addressed = [by_address(caps, isz, n) for isz, n in bufs]
+  windowed = len(bufs) - sum(addressed) > caps.bufs
   binding, address, ndesc = [], [], 0
-  off = 4 * ceildiv(len(bufs), 4)
-  for isz, n in bufs:
-    if by_address(caps, isz, n) or ("bda" in caps and ndesc >= caps.bufs):
+  off = 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
+  for a in addressed:
+    if a:
       off = round_up(off, 8)
       binding.append(None); address.append(off)
       off += 8
@@ -63,18 +74,13 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
       ndesc += 1
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
-  return KernelABI(tuple(binding), tuple(address), vars_, pc_size)
+  return KernelABI(tuple(binding), tuple(address), vars_, pc_size, windowed, min(ndesc, caps.bufs))
 
 def numel(shape:tuple|None) -> int|None:
   """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""
   return math.prod(shape) if shape is not None and all(isinstance(s, int) for s in shape) else None
 
-# push-constant room kept for a kernel's scalar vars (symbolic shapes) when counting how many buffers fit: four 64-bit vars
-VAR_MARGIN = 4
-
 def max_kernel_bufs(caps:Caps, limit:int) -> int:
-  """The most buffers (at most `limit`) one kernel can take: the descriptor limit, and with `bda` also the address slots past it
-  that the push constants hold beside the view offsets and VAR_MARGIN scalar vars."""
-  if "bda" not in caps: return min(limit, caps.bufs)
-  fits = lambda n: kernel_abi(caps, [(4, 1)] * n, [dtypes.int64] * VAR_MARGIN).pc_size <= caps.pc
-  return max([n for n in range(min(limit, caps.bufs), limit + 1) if fits(n)], default=min(limit, caps.bufs))
+  """The most buffers (at most `limit`) one kernel can take: as many as the push constants hold the view offsets of (a byte each,
+  a word each when windowed). A kernel whose scalar vars do not fit beside them is refused, naming maxPushConstantsSize."""
+  return max([n for n in range(1, limit + 1) if kernel_abi(caps, [(4, 1)] * n, []).pc_size <= caps.pc], default=1)

@@ -5,7 +5,8 @@ Layout of a rendered kernel (the ABI itself, shared with the runtime, is rendere
     maxStorageBufferRange, a `buffer_reference` in the push constants with a macro that keeps the same array syntax;
   - one push-constant block: `_off[]`, the element offset of each buffer inside its binding (4 per word, one byte each:
     a descriptor offset must be a multiple of minStorageBufferOffsetAlignment, so a view is bound at the aligned-down byte
-    offset and the remainder, always < 256 bytes, is added to every index), then the buffer addresses, then the scalar vars;
+    offset and the remainder, always < 256 bytes, is added to every index; a word each in a windowed kernel, whose bindings
+    the runtime renumbers), then the buffer addresses, then the scalar vars;
   - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups;
   - a buffer view inside a kernel (BITCAST/SHRINK of a PARAM) reads an extra declaration aliasing the same binding;
   - coalesced (float4) loads/stores of a global buffer read a vecN declaration of the binding when the view's element offset
@@ -70,6 +71,10 @@ def render_cast(to:DType, frm:DType, x:str) -> str:
   if to == dtypes.bool: return f"({x}!={lit(frm, 0)})"           # C semantics: nonzero (NaN included) is true
   if frm == dtypes.bool: return f"({x}?{lit(to, 1)}:{lit(to, 0)})"
   return f"{TYPES[to]}({x})"
+
+def offset(word:int, shift:int, mask:int|None) -> str:
+  """_o<slot> from its place in _off[] (abi.off_word)."""
+  return f"_off[{word}]" if mask is None else f"(_off[{word}] >> {shift}u) & {mask}u"
 
 def _is_signed(dt:DType) -> bool: return dt in dtypes.sints
 def guard(op:str, x:str, dt:DType) -> str:
@@ -205,7 +210,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     body = [l for l in kernel if not l.lstrip().startswith("shared ")]
     names = {u: name for name, (u, _) in bufs}
     plan, aliases = self.plan, self.aliases
-    pc = [(0, f"uint _off[{plan.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
+    pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
     pc += [(off, f"layout(offset={off}) {TYPES[u.dtype]} {names[u]};") for u, off in plan.vars]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
@@ -226,5 +231,5 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
         if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
     lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot in sorted(plan.bufs) if aliases.get(slot)]
-    lines += shared + ["void main() {"] + [f"  int _o{s} = int((_off[{s//4}] >> {8*(s%4)}u) & 255u);" for s in sorted(plan.bufs)] + body + ["}"]
+    lines += shared + ["void main() {"] + [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)

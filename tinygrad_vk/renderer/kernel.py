@@ -17,7 +17,6 @@ from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf1
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import CompileError
-from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
 from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel
@@ -128,8 +127,6 @@ class KernelPlan:
   bufs: dict[int, Buf]                  # slot -> buffer, for the slots the kernel still uses
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
   local: tuple[int, int, int]
-  @property
-  def nwords(self) -> int: return ceildiv(len(self.abi.binding), 4)   # words of _off[], the view offsets (a byte each)
   def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
     A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
@@ -187,7 +184,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   try: abi = kernel_abi(caps, [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)], [u.dtype for u in pvars])
   except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
   if abi.pc_size > caps.pc:
-    raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(gbufs)} view offsets and the scalars "
+    raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(abi.binding)} view offsets and the scalars "
                        f"need {abi.pc_size} bytes of push constants, the device has {caps.pc} (maxPushConstantsSize)")
   written = {_stored_param(u) for u in uops if u.op is Ops.STORE}
   packed = packed_dtypes(caps)

@@ -6,8 +6,8 @@ so the runtime cannot tell the two apart:
   - a global buffer is a StorageBuffer variable at DescriptorSet 0, Binding <slot>, NonWritable when the kernel never stores to
     it; a view (BITCAST/SHRINK of a PARAM) and an aligned float4 access use other variables of the same binding, the vecN ones
     behind the specialization constant _a<slot> (SpecId = slot);
-  - push constants: `_off[]` (the element offset of each binding's view, a byte each), then the scalar vars at
-    `TinyELF.iter_sig` offsets;
+  - push constants: `_off[]` (the element offset of each binding's view, a byte each, a word each in a windowed kernel), then
+    the buffer addresses and the scalar vars at `TinyELF.iter_sig` offsets;
   - tinygrad's local size is the LocalSize execution mode; gidx/lidx are WorkgroupId/LocalInvocationId;
   - structured control flow: a RANGE is a loop whose counter is an OpPhi (OpLoopMerge), IF and gated loads are selections
     (OpSelectionMerge); an INDEX is only dereferenced by its LOAD/STORE, so a gated access stays inside its branch;
@@ -82,7 +82,7 @@ class SPIRVKernel:
     self.skip = self.dead_rmw_values(uops)
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
     # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
-    members = [(0, self.T(dtypes.uint, arr=plan.nwords, stride=4), "off")] if plan.bufs else []
+    members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
     members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
     members += [(off, self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
     members.sort()
@@ -229,12 +229,13 @@ class SPIRVKernel:
     return self.cast(i.dtype, dtypes.long if addr64 else dtypes.int, self.r[i])
 
   def off(self, slot:int) -> str:
-    """_o<slot>: the element offset of the view bound at `slot` inside its binding, one byte of _off[]."""
+    """_o<slot>: the element offset of the view bound at `slot` inside its binding, a byte or a word of _off[] (abi.off_word)."""
     def load():
-      w = self.op("OpLoad", self.T(dtypes.uint), self.op("OpAccessChain", self.ptr("PushConstant", self.T(dtypes.uint)), "%pc",
-                                                          self.const(dtypes.int, 0), self.const(dtypes.int, slot // 4)))
+      word, shift, mask = self.plan.abi.off_word(slot)
       u = self.T(dtypes.uint)
-      b = self.op("OpBitwiseAnd", u, self.op("OpShiftRightLogical", u, w, self.const(dtypes.uint, 8 * (slot % 4))), self.const(dtypes.uint, 255))
+      b = self.op("OpLoad", u, self.op("OpAccessChain", self.ptr("PushConstant", u), "%pc", self.const(dtypes.int, 0), self.const(dtypes.int, word)))
+      if mask is not None:
+        b = self.op("OpBitwiseAnd", u, self.op("OpShiftRightLogical", u, b, self.const(dtypes.uint, shift)), self.const(dtypes.uint, mask))
       return self.op("OpBitcast", self.T(dtypes.int), b, rid=f"%o{slot}")
     return self.prologue(f"o{slot}", load)
 
