@@ -33,7 +33,7 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
 
 # SPIR-V opcodes, capabilities and enumerants: what the renderer writes (the assembler below) and what the runtime reads back
 OPCODES = {
-  "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
+  "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
   "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
   "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
   "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
@@ -102,6 +102,18 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   words = words[:last_cap] + decl + words[last_cap:entry_end] + modes + words[entry_end:]
   return struct.pack(f"<{len(words)}I", *words)
 
+NOTE = re.compile(r"^\s*(?://|;)\s*(tinygrad_vk\.\S+)\s*$", re.M)
+
+def add_notes(spv:bytes, src:str) -> bytes:
+  """What a renderer noted for the runtime (a comment `// tinygrad_vk.<...>` or `; tinygrad_vk.<...>`, renderer/abi.py REACH),
+  as OpSourceExtension debug instructions after the execution modes, where the runtime reads them back."""
+  if not (notes := NOTE.findall(src)): return spv
+  words, insts = spirv_instructions(spv)
+  at = max(pos + len(w) for pos, op, w in insts if op in (OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]))
+  new = [x for sw in map(string_words, notes) for x in ((len(sw) + 1) << 16 | OPCODES["OpSourceExtension"], *sw)]
+  words = words[:at] + new + words[at:]
+  return struct.pack(f"<{len(words)}I", *words)
+
 def validate(spv:bytes, src:str, target:SpirvTarget):
   v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", target.env, "-"], input=spv, capture_output=True)
   if v.returncode != 0: raise CompileError(f"spirv-val rejected the SPIR-V of this kernel:\n{v.stderr.decode().strip()}\n{numbered(src)}")
@@ -132,7 +144,7 @@ class GLSLCompiler(VulkanCompiler):
         msg = "\n".join(l for l in r.stdout.decode(errors="replace").splitlines() if l.startswith(("ERROR", "WARNING")) or "error" in l.lower())
         bad = {int(m.group(1)) for m in re.finditer(r"ERROR: [^:\n]*:(\d+):", msg)}
         raise CompileError(f"glslang failed to compile the GLSL kernel:\n{msg}\n{numbered(src, bad)}")
-      spv = add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths)
+      spv = add_notes(add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths), src)
     validate(spv, src, self.target)
     return spv
 
@@ -187,7 +199,7 @@ class SPIRVCompiler(VulkanCompiler):
     super().__init__(f"compile_spirv_{target.env}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
 
   def compile(self, src:str) -> bytes:
-    spv = assemble(src, self.target.word)
+    spv = add_notes(assemble(src, self.target.word), src)
     if self.validate: validate(spv, src, self.target)
     return spv
 

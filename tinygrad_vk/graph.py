@@ -11,11 +11,18 @@ from typing import cast
 from tinygrad.device import Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
 from tinygrad.helpers import PROFILE, suppress_finalizing
 from tinygrad.engine.jit import GraphRunner
-from tinygrad.uop.ops import UOp
+from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.renderer.abi import REACH
 from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps, record_copy
 
 class VulkanGraph(GraphRunner):
+  @staticmethod
+  def supports_uop(batch_devs, new_call:UOp) -> bool:
+    # a kernel launched in pieces (renderer/abi.py REACH) binds a descriptor set per piece: it runs outside graphs
+    prg = new_call.src[0]
+    return GraphRunner.supports_uop(batch_devs, new_call) and not any(s.op is Ops.SOURCE and REACH in s.arg for s in prg.src)
+
   def __init__(self, linear, input_uops=()):
     super().__init__(linear, input_uops)
     self.dev = Device[self.calls[0][2][0].device]

@@ -8,13 +8,13 @@ from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, kernel_abi, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
-OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE = (OPCODES[n] for n in (
-  "OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpVariable"))
+OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE, OP_SOURCE_EXTENSION = (OPCODES[n] for n in (
+  "OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpVariable", "OpSourceExtension"))
 MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = (ENUMS[n] for n in (
   "LocalSize", "Binding", "NonWritable", "Offset", "PushConstant"))
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
@@ -23,12 +23,16 @@ PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from th
 WINDOW_ALIGN = 32
 GATHER_SPEC = BufferSpec()
 
-def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int]]:
-  """The baked local size, the descriptor bindings, and what the shader never writes (it needs no write hazard): the readonly
-  bindings and the push-constant offsets of the readonly buffer addresses."""
+def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int], dict[int, list[tuple[int, int, int]]]]:
+  """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
+  bindings and the push-constant offsets of the readonly buffer addresses), and the reach of the slots launched in pieces."""
   local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var = (1, 1, 1), {}, set(), {}, {}, {}, {}, None
+  reach: dict[int, list[tuple[int, int, int]]] = {}
   for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
+    elif op == OP_SOURCE_EXTENSION and (note := struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode()).startswith(REACH + ":"):
+      slot, a, lo, hi = map(int, note.split(":")[1:])
+      reach.setdefault(slot, []).append((a, lo, hi))
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
     elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
     elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
@@ -40,7 +44,7 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
-  return local, set(binding.values()), ro, ro_addr
+  return local, set(binding.values()), ro, ro_addr, reach
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
@@ -90,7 +94,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr = spirv_info(obj.lib)
+    try: self.local_size, bindings, readonly, ro_addr, self.reach = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     if not bindings <= set(b for b in abi.binding if b is not None):
       raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {sum(b is not None for b in abi.binding)}")
@@ -190,16 +194,34 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.guard and end >= (r := b.root).offset + r.size: end = max(end, min(start + caps.range, r.offset + r.size + guard_len(r.size)))
     return end
 
-  def place(self, bufs) -> Windows:
+  def pieces(self, gx:int) -> list[tuple[int, int]]:
+    """The ranges of workgroups along x a launch goes in: one, or where slots are launched in pieces (abi.py REACH) as many as
+    keep each piece's reach of them within maxStorageBufferRange."""
+    if not self.reach: return [(0, gx)]
+    rs = [r for rs in self.reach.values() for r in rs]
+    room = self.dev.caps.range - max(self.dev.caps.align, WINDOW_ALIGN) - 4 - (max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs))
+    if room < 0: raise RuntimeError(f"VULKAN: one workgroup of {self.name} reaches past maxStorageBufferRange ({self.dev.caps.range})")
+    n = room // a + 1 if (a := max(abs(a) for a, _, _ in rs)) else gx
+    return [(g, min(g + n, gx)) for g in range(0, gx, n)] or [(0, 0)]
+
+  def place(self, bufs, piece:tuple[int, int]|None=None) -> Windows:
     """The windows of a windowed kernel's launch (renderer/abi.py). The slots of one memory block share a window while its range
     stays within maxStorageBufferRange (with `share`); past the descriptors, the read-only windows with the fewest bytes are
-    gathered into a scratch buffer (the written ones always keep theirs)."""
+    gathered into a scratch buffer (the written ones always keep theirs). A slot launched in pieces has a window of its own
+    over what workgroups piece[0]..piece[1]-1 reach of it."""
     caps, abi, D = self.dev.caps, self.abi, self.abi.ndesc
     step = max(caps.align, WINDOW_ALIGN)
     blocks: dict = {}
-    for i, b in zip(self.slots, bufs):
-      if abi.binding[i] is not None: blocks.setdefault(b.handle, []).append((b.offset, i, b))
     wins: list[list] = []   # [VkBuffer, start, end, [(slot, buffer)]]
+    for i, b in zip(self.slots, bufs):
+      if (rs := self.reach.get(i)) is not None:
+        g0, g1 = piece if piece is not None else (0, 1)
+        lo = b.offset + min(min(a * g0, a * max(g1 - 1, g0)) + lo for a, lo, _ in rs)
+        hi = b.offset + max(max(a * g0, a * max(g1 - 1, g0)) + hi for a, _, hi in rs)
+        start, blk = max(lo, 0), b.root.block
+        start -= start % step
+        wins.append([b.handle, start, min(round_up(hi, 4), blk.size if blk is not None else hi), [(i, b)]])
+      elif abi.binding[i] is not None: blocks.setdefault(b.handle, []).append((b.offset, i, b))
     for h, members in blocks.items():
       cur = None
       for off, i, b in sorted(members, key=lambda m: m[0]):
@@ -272,23 +294,24 @@ class VulkanProgram(Program["VulkanDevice"]):
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]
-      if abi.windowed: struct.pack_into("<I", pc, 4 * i, o)
+      if abi.windowed: struct.pack_into("<i", pc, 4 * i, o)   # negative for a slot in pieces whose window starts past its view
       else: pc[i] = o
     for (off, fmt), v in zip(self.scalar_fields, vals): struct.pack_into(fmt, pc, off, v)
     key = align + win.of if win is not None else align
     if (pipe := self.pipelines.get(key)) is None: pipe = self.pipelines[key] = self._pipeline(key)
     return bytes(pc), pipe
 
-  def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int]):
+  def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int], x0:int=0):
+    """Dispatch `groups` workgroups, the first along x numbered x0."""
     lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
     if self.ndesc:
       self.dset[0] = dset
       lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
     gx, gy, gz = groups
     if self.pc_size: lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
-    if gx <= (mx := self.dev.caps.wgcount[0]): lib.vkCmdDispatch(cmd, gx, gy, gz)
-    else:  # more workgroups than one dispatch allows along x: split it, the base offset keeps gl_WorkGroupID.x global
-      for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, base, 0, 0, min(mx, gx - base), gy, gz)
+    if gx <= (mx := self.dev.caps.wgcount[0]) and not x0: lib.vkCmdDispatch(cmd, gx, gy, gz)
+    else:  # more workgroups than one dispatch allows along x, or a piece: the base offset keeps gl_WorkGroupID.x global
+      for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, x0 + base, 0, 0, min(mx, gx - base), gy, gz)
 
   def split(self, bufs) -> tuple[list, list]:
     """(read-only buffers, written buffers) of a call."""
@@ -297,22 +320,27 @@ class VulkanProgram(Program["VulkanDevice"]):
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q:   # the descriptor structs are shared by every launch of this program
-      win = self.place(bufs) if self.abi.windowed else None
+      pieces = self.pieces(groups[0])
+      wins: list[Windows|None] = []
       try:
-        if win is not None:
-          for src, dst in win.copies: q.copy(src, dst, src.size)
-        pc, pipeline = self.pack(bufs, vals, win)
+        for p in pieces: wins.append(self.place(bufs, p) if self.abi.windowed else None)
+        for w in wins:
+          for src, dst in (w.copies if w is not None else ()): q.copy(src, dst, src.size)
+        packed = [self.pack(bufs, vals, w) for w in wins]   # any new pipeline is built here, before the launch is ordered
         # a window's range covers the other buffers of its block too: ordered after and before everything, like a graph replay
-        with q.prepare(*self.split(bufs)) if win is None else q.prepare_opaque([*bufs, *win.scratches]) as batch:
-          dset = batch.alloc_set(self.set_layout) if self.ndesc else None
-          self.update(dset)
+        with q.prepare(*self.split(bufs)) if wins[0] is None else q.prepare_opaque([*bufs, *(s for w in wins for s in w.scratches)]) as batch:
           t0 = batch.timestamp() if wait or q.profiling() else None
-          self.record(batch.cmd, dset, pc, pipeline, groups)
+          for (g0, g1), w, (pc, pipeline) in zip(pieces, wins, packed):
+            if len(pieces) > 1: self.pack(bufs, vals, w)   # the descriptor structs hold this piece's windows again
+            dset = batch.alloc_set(self.set_layout) if self.ndesc else None
+            self.update(dset)
+            self.record(batch.cmd, dset, pc, pipeline, (g1 - g0, *groups[1:]), g0)
           t1 = batch.timestamp() if t0 is not None else None
           if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
           batch.names.append(self.name)
       finally:
-        if win is not None: win.free(self.dev.allocator)
+        for w in wins:
+          if w is not None: w.free(self.dev.allocator)
     return q.timed_wait(batch, t0, t1) if wait else None
 
   @suppress_finalizing

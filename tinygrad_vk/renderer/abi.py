@@ -5,8 +5,7 @@ A buffer parameter (slot 0..n-1) is
   - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange. A view is
     bound from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
     n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
-    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded. Without `bda` a binding past
-    the range is refused by the runtime;
+    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded;
   - else bound by descriptor: set 0, binding = its rank among the descriptor-bound slots. When there are more of them than
     maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (program.py `Windows`) reaches them through at
     most D descriptors, each a window over one memory block (memory.py: many buffers share a block's VkBuffer) holding the slots
@@ -14,6 +13,11 @@ A buffer parameter (slot 0..n-1) is
     alignment variants below); a slot's element offset inside its window is then a whole word of _off. Where the slots lie in
     more blocks than D, the read-only ones of the blocks left over are first gathered into one scratch buffer by queue-ordered
     copies (`VULKAN_DISABLE=share` gives every slot a window of its own, so this path is taken whenever D is passed).
+    A slot whose binding could pass maxStorageBufferRange on a device without `bda` makes the kernel windowed too: the plan
+    (renderer/kernel.py `reach`) proves the bytes of it that workgroup x can touch lie in [a*x + lo, a*x + hi) for each access,
+    the module carries that as `OpSourceExtension "tinygrad_vk.reach:<slot>:<a>:<lo>:<hi>"` (REACH), and the runtime launches
+    the kernel in pieces of workgroups along x, each with that slot's window where the piece reaches (its _o may be negative).
+    Where no such bound exists (an index read from memory) or one workgroup reaches past the range, the kernel is refused.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
                   windowed: uint _off[n], per slot its element offset inside its window
@@ -43,7 +47,7 @@ class KernelABI:
   address: tuple[int|None, ...]     # per slot: push-constant byte offset of its address, None when bound by descriptor
   vars: tuple[tuple[int, DType], ...]   # (push-constant byte offset, dtype) of each scalar var
   pc_size: int
-  windowed: bool = False            # more descriptor-bound slots than descriptors: the runtime maps them to windows
+  windowed: bool = False            # more descriptor-bound slots than descriptors, or one in pieces: the runtime maps them to windows
   ndesc: int = 0                    # descriptors the pipeline layout has
   @property
   def nwords(self) -> int: return len(self.binding) if self.windowed else ceildiv(len(self.binding), 4)   # words of _off[]
@@ -51,17 +55,27 @@ class KernelABI:
     """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
+REACH = "tinygrad_vk.reach"
+
+def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
+  """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""
+  return numel is None or numel * itemsize + caps.align - 1 > caps.range
+
 def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
   if numel is None: return "bda" in caps
   if numel > INT32_MAX and not {"bda", "i64"} <= caps.flags:
     raise ValueError(f"a buffer of {numel} elements needs 64-bit indexing, which needs bufferDeviceAddress and shaderInt64 "
                      f"(missing or off: {', '.join(f for f in ('bda', 'i64') if f not in caps)})")
-  return "bda" in caps and numel * itemsize + caps.align - 1 > caps.range
+  return "bda" in caps and past_range(caps, itemsize, numel)
+
+def pieced(caps:Caps, itemsize:int, numel:int|None) -> bool:
+  """A slot reached in pieces (no `bda`, a known size past the range): see REACH."""
+  return "bda" not in caps and numel is not None and past_range(caps, itemsize, numel)
 
 def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
   """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
-  windowed = len(bufs) - sum(addressed) > caps.bufs
+  windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
   binding, address, ndesc = [], [], 0
   off = 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
   for a in addressed:

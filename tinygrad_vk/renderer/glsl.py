@@ -213,7 +213,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
     pc += [(off, f"layout(offset={off}) {TYPES[u.dtype]} {names[u]};") for u, off in plan.vars]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
-    lines = ["#version 450", f"// kernel: {function_name}", *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
+    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
              if any(b.address is not None for b in plan.bufs.values()) else [])),
              "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []

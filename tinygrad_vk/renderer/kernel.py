@@ -10,7 +10,9 @@
   * `VulkanRenderer`: what both renderers declare to tinygrad (limits, native ops, dtypes) from the device's Caps.
 """
 from __future__ import annotations
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
@@ -19,11 +21,11 @@ from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import CompileError
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel
+from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, VIEW_OFFSET
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
 from tinygrad_vk.renderer.half import half_matcher
@@ -127,6 +129,12 @@ class KernelPlan:
   bufs: dict[int, Buf]                  # slot -> buffer, for the slots the kernel still uses
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
   local: tuple[int, int, int]
+  reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
+
+  def notes(self) -> list[str]:
+    """What the module carries for the runtime, one OpSourceExtension each (renderers write them as comments, compiler.py
+    moves them into the module): the reach of every slot launched in pieces."""
+    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs]
   def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
     A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
@@ -170,6 +178,63 @@ class KernelPlan:
        multiple_of(sh.src[1]) % n or lanes[0].addr64: return None, lanes
     return replace(lanes[0], vec=n, shift=n.bit_length() - 1), lanes
 
+# ---- the reach of a slot launched in pieces (abi.py REACH)
+
+def _const(u:UOp) -> int|None:
+  if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]
+  return int(u.arg) if u.op is Ops.CONST else None
+
+def affine(u:UOp, g:UOp|None) -> tuple[Fraction, Fraction, Fraction]|None:
+  """u as A*g + r with r in [LO, HI] for every value of the other variables (tinygrad's bounds), the view offset _o counted as 0
+  (the runtime places the window relative to the view); None when u is not of that form (g inside an op other than +, * or
+  << by a constant, >> by one, an integer cast)."""
+  if u.op is Ops.CUSTOMI and u.arg == VIEW_OFFSET: return Fraction(0), Fraction(0), Fraction(0)
+  if u is g: return Fraction(1), Fraction(0), Fraction(0)
+  if not any(x is g or (x.op is Ops.CUSTOMI and x.arg == VIEW_OFFSET) for x in u.toposort()): return Fraction(0), Fraction(u.vmin), Fraction(u.vmax)
+  if u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_int(u.src[0].dtype): return affine(u.src[0], g)
+  if u.op is Ops.ADD:
+    if (x := affine(u.src[0], g)) is None or (y := affine(u.src[1], g)) is None: return None
+    return x[0] + y[0], x[1] + y[1], x[2] + y[2]
+  if u.op in (Ops.MUL, Ops.SHL, Ops.SHR):
+    v, c = (u.src[1], _const(u.src[0])) if u.op is Ops.MUL and _const(u.src[0]) is not None else (u.src[0], _const(u.src[1]))
+    if c is None or (x := affine(v, g)) is None: return None
+    if u.op is Ops.SHR: return x[0] / 2**c, x[1] / 2**c - 1, x[2] / 2**c
+    f = Fraction(2**c if u.op is Ops.SHL else c)
+    return (x[0] * f, x[1] * f, x[2] * f) if f >= 0 else (x[0] * f, x[2] * f, x[1] * f)
+  return None
+
+SLACK = 8   # bytes of reach added on each side: a packed word holds bytes of the elements around the one accessed
+
+def access_reach(a:Access, g:UOp|None) -> tuple[int, int, int]|None:
+  """(a, lo, hi): the bytes past the view's start that the access can touch from workgroup x lie in [a*x + lo, a*x + hi)."""
+  parts = [affine(t, g) for t, _ in a.terms if t is not OFFSET]
+  if any(p is None for p in parts): return None
+  scales = [s for t, s in a.terms if t is not OFFSET]
+  A, LO, HI = (sum((p[i] * s for p, s in zip(parts, scales)), Fraction(a.add)) if i else sum(p[0] * s for p, s in zip(parts, scales))
+               for i in range(3))
+  size = a.dtype.itemsize
+  if (A * size).denominator != 1: return None
+  return int(A * size), math.floor(LO * size) - SLACK, math.ceil((HI + max(a.vec, a.k)) * size) + SLACK
+
+def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int], name:str) -> dict[int, tuple[tuple[int, int, int], ...]]:
+  """The reach of every access of these slots (the LOADs and STOREs, as the renderers see them), or CompileError naming why a
+  slot cannot be launched in pieces."""
+  g = next((u for u in uops if u.op is Ops.SPECIAL and u.arg[0] == "g" and u.arg[-1] == "0"), None)
+  out: dict[int, set] = {s: set() for s in slots}
+  for u in uops:
+    if u.op not in (Ops.LOAD, Ops.STORE) or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
+    accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
+    for a in accs:
+      if a.slot not in slots: continue
+      if (r := access_reach(a, g)) is None:
+        raise CompileError(f"VULKAN: buffer {a.slot} of {name} is over maxStorageBufferRange ({plan.caps.range}) and its index is not "
+                           "bounded per workgroup (it depends on memory or wraps around): it needs bufferDeviceAddress")
+      if r[2] - r[1] + 256 > plan.caps.range:
+        raise CompileError(f"VULKAN: one workgroup of {name} reaches {r[2] - r[1]} bytes of buffer {a.slot}, over maxStorageBufferRange "
+                           f"({plan.caps.range}): it needs bufferDeviceAddress")
+      out[a.slot].add(r)
+  return {s: tuple(sorted(rs)) for s, rs in out.items()}
+
 def _stored_param(st:UOp) -> UOp:
   b = st.src[0]
   while b.op not in (Ops.PARAM, Ops.BUFFER) and b.src: b = b.src[0]
@@ -190,7 +255,9 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   packed = packed_dtypes(caps)
   bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
-  return KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
+  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
+  if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return plan
+  return replace(plan, reach=slot_reach(plan, uops, big, kernel_name(uops)))
 
 # ---- the renderers' common part
 
