@@ -37,7 +37,7 @@ OPCODES = {
   "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeArray": 28,
   "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
   "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
-  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpDecorate": 71, "OpMemberDecorate": 72,
+  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpArrayLength": 68, "OpDecorate": 71, "OpMemberDecorate": 72,
   "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81,
   "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
   "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,

@@ -8,7 +8,7 @@ from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, kernel_abi, numel
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, kernel_abi, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
@@ -25,14 +25,17 @@ GATHER_SPEC = BufferSpec()
 
 def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int], dict[int, list[tuple[int, int, int]]]]:
   """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
-  bindings and the push-constant offsets of the readonly buffer addresses), and the reach of the slots launched in pieces."""
+  bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces and the
+  windows of the split slots (renderer/abi.py REACH, SPLIT)."""
   local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var = (1, 1, 1), {}, set(), {}, {}, {}, {}, None
   reach: dict[int, list[tuple[int, int, int]]] = {}
+  split: dict[int, tuple[int, int, int]] = {}
   for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
-    elif op == OP_SOURCE_EXTENSION and (note := struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode()).startswith(REACH + ":"):
-      slot, a, lo, hi = map(int, note.split(":")[1:])
-      reach.setdefault(slot, []).append((a, lo, hi))
+    elif op == OP_SOURCE_EXTENSION:
+      kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
+      if kind == REACH: reach.setdefault(int(nums[0]), []).append(tuple(map(int, nums[1:])))
+      elif kind == SPLIT: split[int(nums[0])] = tuple(map(int, nums[1:]))
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
     elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
     elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
@@ -44,7 +47,7 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
-  return local, set(binding.values()), ro, ro_addr, reach
+  return local, set(binding.values()), ro, ro_addr, reach, split
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
@@ -56,8 +59,9 @@ def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
 @dataclass
 class Windows:
   """Where the slots of a windowed kernel are for one launch (renderer/abi.py): descriptor k is `spans[k]` (VkBuffer, offset,
-  range), slot i lies in window `of[i]` at element `offsets[i]`, after the `copies` (source view, scratch view) that gather the
-  slots left over into `scratch`, which the caller frees once the launch is recorded."""
+  range), shader binding j is window `of[j]`, slot i lies at element `offsets[i]` of its window (of a split slot: of its first),
+  after the `copies` (source view, scratch view) that gather the slots left over into `scratch`, which the caller frees once the
+  launch is recorded."""
   spans: list[tuple[object, int, int]]
   of: tuple[int, ...]
   offsets: dict[int, int]
@@ -94,10 +98,11 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr, self.reach = spirv_info(obj.lib)
+    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
-    if not bindings <= set(b for b in abi.binding if b is not None):
-      raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {sum(b is not None for b in abi.binding)}")
+    # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
+    self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split.values())
+    if not bindings <= set(range(self.nbind)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
@@ -120,7 +125,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     # a windowed kernel has a pipeline per assignment of its slots to windows too (key: alignments + windows); the one built
     # here has all of them in one window, as when the buffers share a memory block
     self.aligned = (VEC_ALIGN,) * len(self.itemsize)
-    first = self.aligned + ((0,) * len(self.itemsize) if abi.windowed else ())
+    first = self.aligned + ((0,) * self.nbind if abi.windowed else ())
     try: self.pipelines[first] = self._pipeline(first)
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
@@ -130,7 +135,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     n, entry = len(self.itemsize), ffi.new("char[]", b"main")
     align, module = key[:n], self.module
     if self.abi.windowed:   # a module whose bindings are the windows: a pipeline does not need it once created
-      code = rebind(self.spv, {b: key[n + i] for i, b in enumerate(self.abi.binding) if b is not None})
+      code = rebind(self.spv, dict(enumerate(key[n:])))
       mod = ffi.new("VkShaderModule*")
       check(lib.vkCreateShaderModule(self.dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code)),
                                      NULL, mod), f"vkCreateShaderModule of {self.name}")
@@ -212,7 +217,8 @@ class VulkanProgram(Program["VulkanDevice"]):
     caps, abi, D = self.dev.caps, self.abi, self.abi.ndesc
     step = max(caps.align, WINDOW_ALIGN)
     blocks: dict = {}
-    wins: list[list] = []   # [VkBuffer, start, end, [(slot, buffer)]]
+    wins: list[list] = []   # [VkBuffer, start, end, [(slot, buffer)], [shader binding], kept (not gathered)]
+    offsets: dict[int, int] = {}
     for i, b in zip(self.slots, bufs):
       if (rs := self.reach.get(i)) is not None:
         g0, g1 = piece if piece is not None else (0, 1)
@@ -220,18 +226,24 @@ class VulkanProgram(Program["VulkanDevice"]):
         hi = b.offset + max(max(a * g0, a * max(g1 - 1, g0)) + hi for a, _, hi in rs)
         start, blk = max(lo, 0), b.root.block
         start -= start % step
-        wins.append([b.handle, start, min(round_up(hi, 4), blk.size if blk is not None else hi), [(i, b)]])
+        wins.append([b.handle, start, min(round_up(hi, 4), blk.size if blk is not None else hi), [(i, b)], [], True])
+      elif (sp := self.split.get(i)) is not None:   # k windows of `size` bytes from the view's start aligned down
+        k, size, first = sp
+        start, end = b.offset - b.offset % step, b.root.block.size
+        wins += [[b.handle, start + w * size, min(start + (w + 1) * size, end), [], [first + w], True] if start + w * size < end else
+                 [self.dev.scratch.handle, self.dev.scratch.offset, self.dev.scratch.offset + 256, [], [first + w], True] for w in range(k)]
+        offsets[i] = (b.offset - start) // self.itemsize[i]
       elif abi.binding[i] is not None: blocks.setdefault(b.handle, []).append((b.offset, i, b))
     for h, members in blocks.items():
       cur = None
       for off, i, b in sorted(members, key=lambda m: m[0]):
         end = self._end(i, b, start := off - off % step)
         if cur is not None and "share" in caps and max(cur[2], end) - cur[1] <= caps.range: cur[2] = max(cur[2], end); cur[3].append((i, b))
-        else: wins.append(cur := [h, start, end, [(i, b)]])
+        else: wins.append(cur := [h, start, end, [(i, b)], [], False])
     copies, scratch, size = [], None, 0
     if len(wins) > D:
       written = {self.slots[j] for j in self.written}
-      keep = [w for w in wins if any(i in written for i, _ in w[3])]
+      keep = [w for w in wins if w[5] or any(i in written for i, _ in w[3])]
       if len(keep) >= D:
         raise RuntimeError(f"VULKAN: {self.name} writes {len(keep)} memory windows and reads more: it needs over {D} descriptors "
                            "(maxPerStageDescriptorStorageBuffers), and only inputs can be gathered")
@@ -250,15 +262,17 @@ class VulkanProgram(Program["VulkanDevice"]):
       scratch = self.dev.allocator.alloc(size, GATHER_SPEC)
       copies = [(b.view(round_up(b.size + lead, 4), -lead), scratch.view(round_up(b.size + lead, 4), dst - lead)) for i, b, dst, lead in placed]
       self.dev.gathered += len(copies)
-      wins = keep + [[scratch.handle, scratch.offset, scratch.offset + size, [(i, scratch.view(b.size, dst)) for i, b, dst, _ in placed]]]
-    of, offsets = [0] * len(abi.binding), {}
-    for k, (_, start, _, members) in enumerate(wins):
+      wins = keep + [[scratch.handle, scratch.offset, scratch.offset + size, [(i, scratch.view(b.size, dst)) for i, b, dst, _ in placed], [], False]]
+    of = [0] * self.nbind   # the window of each shader binding
+    for k, (_, start, _, members, binds, _) in enumerate(wins):
       for i, b in members:
         if (b.offset - start) % self.itemsize[i]:
           raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                              f"{self.itemsize[i]}-byte element: Vulkan cannot bind it")
-        of[i], offsets[i] = k, (b.offset - start) // self.itemsize[i]
-    return Windows([(h, start, end - start) for h, start, end, _ in wins], tuple(of), offsets, copies, scratch, size)
+        binds.append(abi.binding[i])
+        offsets[i] = (b.offset - start) // self.itemsize[i]
+      for bnd in binds: of[bnd] = k
+    return Windows([(h, start, end - start) for h, start, end, *_ in wins], tuple(of), offsets, copies, scratch, size)
 
   def bind(self, dset, bufs, vals:tuple[int, ...]|list[int], win:Windows|None=None) -> tuple[bytes, object]:
     pc, pipe = self.pack(bufs, vals, win)

@@ -17,7 +17,11 @@ A buffer parameter (slot 0..n-1) is
     (renderer/kernel.py `reach`) proves the bytes of it that workgroup x can touch lie in [a*x + lo, a*x + hi) for each access,
     the module carries that as `OpSourceExtension "tinygrad_vk.reach:<slot>:<a>:<lo>:<hi>"` (REACH), and the runtime launches
     the kernel in pieces of workgroups along x, each with that slot's window where the piece reaches (its _o may be negative).
-    Where no such bound exists (an index read from memory) or one workgroup reaches past the range, the kernel is refused.
+    Where no such bound exists (an index read from memory) or one workgroup reaches past the range, the slot is split (SPLIT):
+    k windows of w bytes from its view's start aligned down, at k shader bindings of their own past the slots' ranks
+    (`OpSourceExtension "tinygrad_vk.split:<slot>:<k>:<w>:<first binding>"`); an access reads every window at its index clamped
+    into it and selects the one the index falls in, and stores to that one only. Refused when the windows and one more for
+    the other slots do not fit the descriptors.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
                   windowed: uint _off[n], per slot its element offset inside its window
@@ -55,7 +59,7 @@ class KernelABI:
     """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
-REACH = "tinygrad_vk.reach"
+REACH, SPLIT = "tinygrad_vk.reach", "tinygrad_vk.split"
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""

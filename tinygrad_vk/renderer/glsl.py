@@ -96,14 +96,34 @@ def _name(ctx:GLSLRenderer, a:Access) -> str:
   t = f"{VEC[a.dtype]}{a.vec}" if a.vec > 1 else TYPES[a.dtype]
   return ctx.aliases.setdefault(a.slot, {}).setdefault(t, f"{ctx[a.base]}_{t}")
 
-def at(ctx:GLSLRenderer, a:Access, j:int=0) -> str:
-  """Element j of the access (one of its k words)."""
+def _index(ctx:GLSLRenderer, a:Access, j:int) -> str:
   def term(t:UOp|None, s:int) -> str:
     v = (f"int64_t(_o{a.slot})" if a.addr64 else f"_o{a.slot}") if t is OFFSET else _int_idx(ctx, t, a.addr64)
     return v if s == 1 else f"({v})*{s}"
   i = "+".join(term(t, s) for t, s in a.terms) + (f"+{a.add + j}" if a.add + j else "")
-  if a.shift: i = f"({i})>>{a.shift}"
-  return f"{_name(ctx, a)}_at({i})" if a.addr64 else f"{_name(ctx, a)}[{i}]"
+  return f"({i})>>{a.shift}" if a.shift else i
+
+def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
+  """Element j of the access (one of its k words). Of a split slot (kernel.KernelPlan.split): in window w, or as a value, each
+  window's element at the index clamped into it, the window the index falls in selected."""
+  i = _index(ctx, a, j)
+  if a.addr64: return f"{_name(ctx, a)}_at({i})"
+  if a.wins is None: return f"{_name(ctx, a)}[{i}]"
+  k, n, _ = a.wins
+  if w is not None: return f"{_name(ctx, a)}_w{w}[({i})-{w*n}]"
+  win = lambda w: f"{_name(ctx, a)}_w{w}[clamp(({i})-{w*n}, 0, {_name(ctx, a)}_w{w}.length()-1)]"
+  sel = win(k - 1)
+  for w in reversed(range(k - 1)): sel = f"((({i})<{(w+1)*n})?{win(w)}:{sel})"
+  return sel
+
+def in_window(ctx:GLSLRenderer, a:Access, j:int, stmt) -> str:
+  """stmt(lvalue) for element j of the access: of a split slot, in the window its index falls in."""
+  if a.wins is None or a.addr64: return stmt(at(ctx, a, j))
+  k, n, _ = a.wins
+  i = _index(ctx, a, j)
+  out = stmt(at(ctx, a, j, k - 1))
+  for w in reversed(range(k - 1)): out = f"if (({i})<{(w+1)*n}) {{ {stmt(at(ctx, a, j, w))} }} else {{ {out} }}"
+  return out
 
 def _read(ctx:GLSLRenderer, a:Access, dt:DType) -> str:
   if a.k > 1:   # a view element of k words, little end first
@@ -116,9 +136,9 @@ def _read(ctx:GLSLRenderer, a:Access, dt:DType) -> str:
 def _write(ctx:GLSLRenderer, a:Access, dt:DType, v:str) -> str:
   if a.k > 1:
     u = UINT_OF_SIZE[dt.itemsize]
-    return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, v)};" + \
-      "".join(f" {at(ctx, a, j)} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});" for j in range(a.k)) + " }"
-  return f"{at(ctx, a)} = {f'uint8_t({v}?1u:0u)' if dt == dtypes.bool and a.dtype != dt else v};"
+    return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, v)};" + "".join(
+      " " + in_window(ctx, a, j, lambda lv, j=j: f"{lv} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});") for j in range(a.k)) + " }"
+  return in_window(ctx, a, 0, lambda lv: f"{lv} = {f'uint8_t({v}?1u:0u)' if dt == dtypes.bool and a.dtype != dt else v};")
 
 def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
@@ -135,11 +155,11 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
   if (rmw := read_modify_write(bidx, v)) is not None:
     keep, field = rmw
-    return f"atomicAnd({ctx[bidx]}, {ctx[keep]});" + (f" atomicOr({ctx[bidx]}, {ctx[field]});" if field is not None else "")
+    return in_window(ctx, ctx.plan.access(bidx), 0, lambda lv: f"atomicAnd({lv}, {ctx[keep]});" + (f" atomicOr({lv}, {ctx[field]});" if field is not None else ""))
   if bidx.op is Ops.SHRINK:
     vec, lanes = ctx.plan.vector(bidx)
     packed = "".join(" " + _write(ctx, l, v.dtype, f"_v[{j}]") for j, l in enumerate(lanes))
-    if vec is not None: packed = f" if (_a{vec.slot}>={vec.vec}) {at(ctx, vec)} = _v; else {{{packed} }}"
+    if vec is not None: packed = f" if (_a{vec.slot}>={vec.vec}) {{ {in_window(ctx, vec, 0, lambda lv: f'{lv} = _v;')} }} else {{{packed} }}"
     return f"{{ {ctx.render_type(v)} _v = {ctx[v]};{packed} }}"
   return _write(ctx, ctx.plan.access(bidx), v.dtype, ctx[v])
 
@@ -221,7 +241,10 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
       name = names[b.uop]
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
       if (off := b.address) is None:
-        lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
+        if (sp := plan.split.get(slot)) is not None:   # a split slot: its windows (kernel.KernelPlan.split)
+          lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
+                    for w in range(sp[0])]
+        else: lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
         continue
       # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
       pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))

@@ -19,9 +19,10 @@ from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf1
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import CompileError
+from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH
+from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
@@ -119,6 +120,7 @@ class Access:
   shift: int = 0
   k: int = 1
   addr64: bool = False
+  wins: tuple[int, int, int]|None = None     # a split slot (KernelPlan.split): (windows, elements per window, first binding)
   @property
   def slot(self) -> int|None: return self.base.arg.slot if self.base.op is Ops.PARAM else None
 
@@ -130,11 +132,18 @@ class KernelPlan:
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
   local: tuple[int, int, int]
   reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
+  split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
 
   def notes(self) -> list[str]:
     """What the module carries for the runtime, one OpSourceExtension each (renderers write them as comments, compiler.py
-    moves them into the module): the reach of every slot launched in pieces."""
-    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs]
+    moves them into the module): the reach of every slot launched in pieces, the windows of every split slot."""
+    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
+           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())]
+
+  def windows(self, a:Access) -> Access:
+    """The access through the windows of its slot where it is split (abi.py SPLIT)."""
+    if (sp := self.split.get(a.slot)) is None: return a
+    return replace(a, wins=(sp[0], sp[1] // (a.dtype.itemsize * a.vec), sp[2]))
   def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
     A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
@@ -148,7 +157,7 @@ class KernelPlan:
     """The access of INDEX(buffer or view, index), element j past it."""
     b, i = bidx.src
     if (words := word_array(self.caps, bidx)) is not None:   # a word of 1/2-byte elements: the index holds the view offset
-      return Access(words, dtypes.uint, ((i, 1),), j)
+      return self.windows(Access(words, dtypes.uint, ((i, 1),), j))
     if is_view(b):
       # every byte offset in the chain is a multiple of the smallest element size w it involves: the view is addressed in w-byte
       # words, of the view's own type where its elements are w bytes, else k words of a w-byte uint for each element
@@ -158,13 +167,14 @@ class KernelPlan:
       terms.append((OFFSET, base.dtype.itemsize))
       w = min(s for _, s in terms)
       wdt = b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]
-      return Access(base, wdt, tuple((t, s // w) for t, s in reversed(terms)), j, k=b.dtype.itemsize // w, addr64=addr64)
+      return self.windows(Access(base, wdt, tuple((t, s // w) for t, s in reversed(terms)), j, k=b.dtype.itemsize // w, addr64=addr64))
     return self.element(b, i, j)
 
   def element(self, b:UOp, i:UOp, j:int=0) -> Access:
     """Element i+j of a buffer (a PARAM or BUFFER, maybe under AFTER); a global one is offset by its view's _o."""
     base = b.buf_uop
-    if base.op is Ops.PARAM: return Access(base, self.bufs[base.arg.slot].dtype, ((i, 1), (OFFSET, 1)), j, addr64=self.addr64(base.arg.slot, i))
+    if base.op is Ops.PARAM:
+      return self.windows(Access(base, self.bufs[base.arg.slot].dtype, ((i, 1), (OFFSET, 1)), j, addr64=self.addr64(base.arg.slot, i)))
     return Access(base, base.dtype, ((i, 1),), j)
 
   def vector(self, sh:UOp) -> tuple[Access|None, list[Access]]:
@@ -176,7 +186,7 @@ class KernelPlan:
     lanes = [self.element(b, sh.src[1], j) for j in range(n)]
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
        multiple_of(sh.src[1]) % n or lanes[0].addr64: return None, lanes
-    return replace(lanes[0], vec=n, shift=n.bit_length() - 1), lanes
+    return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
 
 # ---- the reach of a slot launched in pieces (abi.py REACH)
 
@@ -216,24 +226,26 @@ def access_reach(a:Access, g:UOp|None) -> tuple[int, int, int]|None:
   if (A * size).denominator != 1: return None
   return int(A * size), math.floor(LO * size) - SLACK, math.ceil((HI + max(a.vec, a.k)) * size) + SLACK
 
-def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int], name:str) -> dict[int, tuple[tuple[int, int, int], ...]]:
-  """The reach of every access of these slots (the LOADs and STOREs, as the renderers see them), or CompileError naming why a
-  slot cannot be launched in pieces."""
+def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> tuple[dict[int, tuple[tuple[int, int, int], ...]], dict[int, str]]:
+  """The reach of every access of these slots (the LOADs and STOREs, as the renderers see them), and for the slots that have
+  none, why."""
   g = next((u for u in uops if u.op is Ops.SPECIAL and u.arg[0] == "g" and u.arg[-1] == "0"), None)
   out: dict[int, set] = {s: set() for s in slots}
+  why: dict[int, str] = {}
   for u in uops:
     if u.op not in (Ops.LOAD, Ops.STORE) or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
     accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
     for a in accs:
-      if a.slot not in slots: continue
-      if (r := access_reach(a, g)) is None:
-        raise CompileError(f"VULKAN: buffer {a.slot} of {name} is over maxStorageBufferRange ({plan.caps.range}) and its index is not "
-                           "bounded per workgroup (it depends on memory or wraps around): it needs bufferDeviceAddress")
-      if r[2] - r[1] + 256 > plan.caps.range:
-        raise CompileError(f"VULKAN: one workgroup of {name} reaches {r[2] - r[1]} bytes of buffer {a.slot}, over maxStorageBufferRange "
-                           f"({plan.caps.range}): it needs bufferDeviceAddress")
-      out[a.slot].add(r)
-  return {s: tuple(sorted(rs)) for s, rs in out.items()}
+      if a.slot not in slots or a.slot in why: continue
+      if (r := access_reach(a, g)) is None: why[a.slot] = "its index is not bounded per workgroup (it depends on memory or wraps around)"
+      elif r[2] - r[1] + 256 > plan.caps.range: why[a.slot] = f"one workgroup reaches {r[2] - r[1]} bytes of it"
+      else: out[a.slot].add(r)
+  return {s: tuple(sorted(rs)) for s, rs in out.items() if s not in why}, why
+
+def window_bytes(caps:Caps) -> int:
+  """The bytes of each window of a split slot: whole 256-byte units within maxStorageBufferRange, the view's start aligned
+  down (by at most 255 bytes) counted in."""
+  return caps.range - caps.range % 256 - 256
 
 def _stored_param(st:UOp) -> UOp:
   b = st.src[0]
@@ -257,7 +269,19 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
   plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
   if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return plan
-  return replace(plan, reach=slot_reach(plan, uops, big, kernel_name(uops)))
+  # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
+  # each access selects from, when the descriptors hold them beside one window for the other slots
+  reach, why = slot_reach(plan, uops, big)
+  split, first, wb = {}, sum(b is not None for b in abi.binding), window_bytes(caps)
+  for s in sorted(why):
+    isz, n = slot_info[s]
+    split[s] = (k := ceildiv(n * isz + 256, wb), wb, first)
+    first += k
+  if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs:
+    raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
+                       f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
+                       f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
+  return replace(plan, reach=reach, split=split)
 
 # ---- the renderers' common part
 

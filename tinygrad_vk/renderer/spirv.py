@@ -63,6 +63,8 @@ class Ref(NamedTuple):
   idx: str = ""     # index of the first element
   k: int = 1        # elements per value (Access.k)
   size: int = 0     # bytes of an element: the Aligned operand of PhysicalStorageBuffer accesses
+  wins: tuple[str, ...] = ()   # a split slot's window variables (Access.wins), `n` elements each
+  n: int = 0
   addr64: bool = False   # idx is an int64 index: the element's address is computed in 64 bits (Access.addr64)
 
 class SPIRVKernel:
@@ -159,9 +161,10 @@ class SPIRVKernel:
       self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"] + ([f"OpMemberDecorate {st} 0 NonWritable"] if ro else [])
     return self.ptr("PhysicalStorageBuffer", st)
 
-  def buf(self, slot:int, dt:DType, n:int=1) -> Ref:
+  def buf(self, slot:int, dt:DType, n:int=1, w:int|None=None) -> Ref:
     """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
-    a vecN access). By descriptor: a StorageBuffer variable at its binding; by address: its pointer, cast to the element type."""
+    a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
+    pointer, cast to the element type."""
     b, ety, self.sb_bytes = self.plan.bufs[slot], self.T(dt, n), self.sb_bytes | {dt.itemsize}
     own = (dt, n) == (b.dtype, 1)
     if b.address is not None:
@@ -172,13 +175,14 @@ class SPIRVKernel:
       p = self.prologue(f"p{slot}", load)
       if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
       return Ref(p, ety, dt, "PhysicalStorageBuffer", size=dt.itemsize * n)
-    if (rid := f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") not in self.decl:
+    rid = (f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") + (f"_w{w}" if w is not None else "")
+    if rid not in self.decl:
       st = f"%sb_{ety[1:]}"
       if st not in self.decl:
         self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
         self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
       self.var(rid, st, "StorageBuffer")
-      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}"]
+      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.split[slot][2] + w}"]
       if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
     return Ref(rid, ety, dt, "StorageBuffer")
 
@@ -325,22 +329,54 @@ class SPIRVKernel:
     if a.add: idx = self.op("OpIAdd", self.T(idt), idx, self.const(idt, a.add))
     if a.shift: idx = self.op("OpShiftRightArithmetic", self.T(idt), idx, self.const(idt, a.shift))
     ref = self.r[a.base] if a.slot is None else self.buf(a.slot, a.dtype, a.vec)
-    return ref._replace(idx=idx, k=a.k, addr64=a.addr64)
+    return self.windows(ref._replace(idx=idx, k=a.k, addr64=a.addr64), a)
 
-  def pointer(self, ref:Ref, j:int=0) -> str:
+  def windows(self, ref:Ref, a:Access) -> Ref:
+    """The ref through the windows of a split slot (Access.wins)."""
+    if a.wins is None: return ref
+    k, n, _ = a.wins
+    return ref._replace(wins=tuple(self.buf(a.slot, a.dtype, a.vec, w).var for w in range(k)), n=n)
+
+  def in_window(self, ref:Ref, j:int, fn):
+    """fn(pointer to element j of the ref): of a split slot, in the window its index falls in (a selection per window)."""
+    if not ref.wins: return fn(self.pointer(ref, j))
+    i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
+    def go(w:int) -> str:
+      if w == len(ref.wins) - 1: return fn(self.pointer(ref, j, w)) or ""
+      cond = self.op("OpSLessThan", self.T(dtypes.bool), i, self.const(dtypes.int, (w + 1) * ref.n))
+      return self.branch(cond, lambda: fn(self.pointer(ref, j, w)) or "", lambda: go(w + 1))
+    go(0)
+
+  def pointer(self, ref:Ref, j:int=0, w:int|None=None, clamp=False) -> str:
     if ref.addr64:   # the element's address in 64 bits: base + (idx + j) * size
       i = self.op("OpIAdd", self.T(dtypes.long), ref.idx, self.const(dtypes.long, j)) if j else ref.idx
       base = self.prologue(f"u{ref.var}", lambda: self.op("OpConvertPtrToU", self.T(dtypes.ulong), ref.var))
       off = self.op("OpBitcast", self.T(dtypes.ulong), self.op("OpIMul", self.T(dtypes.long), i, self.const(dtypes.long, ref.size)))
       return self.op("OpConvertUToPtr", self.ptr(ref.sc, ref.ty), self.op("OpIAdd", self.T(dtypes.ulong), base, off))
-    idx = ref.idx if not j else self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j))
+    idx, var, it = ref.idx, ref.var, self.T(dtypes.int)
+    if j or w: idx = self.op("OpIAdd", it, idx, self.const(dtypes.int, j - (w or 0) * ref.n))
+    if w is not None:   # window w of a split slot; a read of every window keeps each index inside its own
+      var = ref.wins[w]
+      if clamp:
+        last = self.op("OpISub", it, self.op("OpBitcast", it, self.op("OpArrayLength", self.T(dtypes.uint), var, "0")), self.const(dtypes.int, 1))
+        idx = self.op("OpSelect", it, self.op("OpSLessThan", self.T(dtypes.bool), idx, self.const(dtypes.int, 0)), self.const(dtypes.int, 0), idx)
+        idx = self.op("OpSelect", it, self.op("OpSLessThan", self.T(dtypes.bool), last, idx), last, idx)
     chain = [self.const(dtypes.int, 0), idx] if ref.sc in GLOBAL_SC else [idx]
-    return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), ref.var, *chain)
+    return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), var, *chain)
 
   # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
   def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
-  def ld(self, ref:Ref, j:int=0, prefix="t") -> str: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
-  def st(self, ref:Ref, v:str, j:int=0) -> str: return self.do("OpStore", self.pointer(ref, j), v, *self.mem(ref))
+  def ld(self, ref:Ref, j:int=0, prefix="t") -> str:
+    if not ref.wins: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
+    # a split slot: every window read at the index clamped into it, the one the index falls in selected
+    vals = [self.op("OpLoad", ref.ty, self.pointer(ref, j, w, clamp=True)) for w in range(len(ref.wins))]
+    i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
+    sel = vals[-1]
+    for w in reversed(range(len(vals) - 1)):
+      sel = self.op("OpSelect", ref.ty, self.op("OpSLessThan", self.T(dtypes.bool), i, self.const(dtypes.int, (w + 1) * ref.n)), vals[w], sel,
+                    prefix=prefix)
+    return sel
+  def st(self, ref:Ref, v:str, j:int=0): self.in_window(ref, j, lambda p: self.do("OpStore", p, v, *self.mem(ref)))
 
   def read(self, ref:Ref, dt:DType, prefix="val") -> str:
     if ref.k > 1:   # a wide view element: k words, little end first
@@ -378,7 +414,7 @@ class SPIRVKernel:
     cond = self.prologue(f"a{vec.slot}_{vec.vec}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, vec.vec)))
     # the vecN index is lane 0's >> shift (Access.vector): computed once from lane 0's
     idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), refs[0].idx, self.const(dtypes.int, vec.shift))
-    return cond, self.buf(vec.slot, vec.dtype, vec.vec)._replace(idx=idx), refs
+    return cond, self.windows(self.buf(vec.slot, vec.dtype, vec.vec)._replace(idx=idx), vec), refs
 
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
@@ -390,9 +426,11 @@ class SPIRVKernel:
 
   def store(self, bidx:UOp, v:UOp) -> str:
     if (rmw := read_modify_write(bidx, v)) is not None:   # a packed field of a word other invocations may store to at once
-      p, scope, relaxed = self.pointer(self.r[bidx]), self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)
-      for op, x in zip(("OpAtomicAnd", "OpAtomicOr"), rmw):
-        if x is not None: self.op(op, self.T(dtypes.uint), p, scope, relaxed, self.r[x])
+      scope, relaxed = self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)
+      def atomics(p:str):
+        for op, x in zip(("OpAtomicAnd", "OpAtomicOr"), rmw):
+          if x is not None: self.op(op, self.T(dtypes.uint), p, scope, relaxed, self.r[x])
+      self.in_window(self.r[bidx], 0, atomics)
       return ""
     if bidx.op is Ops.SHRINK:
       cond, vec, lanes = self.vector(bidx)
