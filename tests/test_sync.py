@@ -50,10 +50,10 @@ def test_new_pipeline_variant_inside_a_launch_never_records_into_a_submitted_bat
   q = Device["VULKAN"].queue
   monkeypatch.setattr(q, "max_cmds", 1)
   orig, variants = VulkanProgram.record, []
-  def record(self, cmd, dset, pc, pipeline, groups):
+  def record(self, cmd, dset, pc, pipeline, groups, x0=0):
     assert all(cmd != b.cmd for b in q.inflight), "recorded into a submitted command buffer"
     if groups != (0, 0, 0): variants.append(len(self.pipelines))
-    return orig(self, cmd, dset, pc, pipeline, groups)
+    return orig(self, cmd, dset, pc, pipeline, groups, x0)
   monkeypatch.setattr(VulkanProgram, "record", record)
   n = 4 * 61 + 1
   a = data(n + 3)

@@ -138,3 +138,47 @@ def test_past_the_range_in_pieces(ren):
   r = run_python(PIECES, {"VULKAN_PROFILE": "min", "VULKAN_MAX_STORAGE_RANGE": str(1 << 20), "VULKAN_VALIDATION": "1", "DEV": f"VULKAN:{ren}"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   assert "refused:" in r.stdout and "needs bufferDeviceAddress" in r.stdout, r.stdout
+
+SPLIT = """
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor, Device, dtypes, nn
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType
+from tinygrad_vk.instance import validation_messages
+from tinygrad_vk.program import VulkanProgram
+from util import data, run_kernel
+dev = Device["VULKAN"]
+assert "bda" not in dev.caps and dev.caps.range == 1 << 20, dev.caps
+splits, init = [], VulkanProgram.__init__
+VulkanProgram.__init__ = lambda self, d, obj: (init(self, d, obj), splits.append(sorted(k for k, _, _ in self.split_slots.values())))[0]
+V, D = 601, 643   # 1.5 MB of float32: 2 windows of the 1 MiB range
+w = data((V, D))
+tw, toks = Tensor(w).realize(), np.array([[V - 1, 0, 17, V // 2, 3, V - 2, 5]], dtype=np.int32)
+np.testing.assert_array_equal(tw[Tensor(toks)].numpy(), w[toks])   # tinygrad's gather: a one-hot reduction over the rows
+emb = nn.Embedding(V, D); emb.weight = tw
+np.testing.assert_array_equal(emb(Tensor(toks)).numpy(), w[toks])  # an index read from memory
+# stores at indexes read from memory, into a split buffer: float32, and int8 in words (atomics on the shared words, under min)
+for dt, npdt in ((dtypes.float32, np.float32), (dtypes.int8, np.int8)):
+  n, m = (3 << 20) // 2 // dt.itemsize + 7, 1003
+  big = data(n, npdt)
+  idx = np.random.default_rng(5).choice(n, m, replace=False).astype(np.int32)
+  vals = data(m, npdt)
+  b = Buffer("VULKAN", n, dt, initial_value=big.tobytes())
+  bi, bv = Buffer("VULKAN", m, dtypes.int32, initial_value=idx.tobytes()), Buffer("VULKAN", m, dt, initial_value=vals.tobytes())
+  r = UOp.range(m, 0, AxisType.GLOBAL)
+  po, pi, pv = UOp.param(0, dt, (n,)), UOp.param(1, dtypes.int32, (m,)), UOp.param(2, dt, (m,))
+  i = pi.index(r).load()
+  run_kernel([po.index(i).store(pv.index(r) + po.index(i)).end(r)], [b, bi, bv])
+  ref = big.copy(); ref[idx] = vals + big[idx]
+  np.testing.assert_array_equal(np.frombuffer(b.as_memoryview(), npdt), ref)
+print("splits", max(max(s, default=0) for s in splits))
+dev.synchronize()
+assert not validation_messages, validation_messages
+print("ok")"""
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_past_the_range_split(ren):
+  r = run_python(SPLIT, {"VULKAN_PROFILE": "min", "VULKAN_MAX_STORAGE_RANGE": str(1 << 20), "VULKAN_VALIDATION": "1", "DEV": f"VULKAN:{ren}"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+  assert "splits 2" in r.stdout, r.stdout

@@ -95,13 +95,14 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.guard = dev.allocator.guard
     caps = dev.caps
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
-    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split = spirv_info(obj.lib)
+    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
-    self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split.values())
+    self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
+    if abi.windowed: self.ndesc = min(Caps.decode(obj.target.arch).bufs, self.nbind)   # the windows a launch binds at most
+    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if not bindings <= set(range(self.nbind)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
@@ -214,7 +215,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     stays within maxStorageBufferRange (with `share`); past the descriptors, the read-only windows with the fewest bytes are
     gathered into a scratch buffer (the written ones always keep theirs). A slot launched in pieces has a window of its own
     over what workgroups piece[0]..piece[1]-1 reach of it."""
-    caps, abi, D = self.dev.caps, self.abi, self.abi.ndesc
+    caps, abi, D = self.dev.caps, self.abi, self.ndesc
     step = max(caps.align, WINDOW_ALIGN)
     blocks: dict = {}
     wins: list[list] = []   # [VkBuffer, start, end, [(slot, buffer)], [shader binding], kept (not gathered)]
@@ -227,7 +228,7 @@ class VulkanProgram(Program["VulkanDevice"]):
         start, blk = max(lo, 0), b.root.block
         start -= start % step
         wins.append([b.handle, start, min(round_up(hi, 4), blk.size if blk is not None else hi), [(i, b)], [], True])
-      elif (sp := self.split.get(i)) is not None:   # k windows of `size` bytes from the view's start aligned down
+      elif (sp := self.split_slots.get(i)) is not None:   # k windows of `size` bytes from the view's start aligned down
         k, size, first = sp
         start, end = b.offset - b.offset % step, b.root.block.size
         wins += [[b.handle, start + w * size, min(start + (w + 1) * size, end), [], [first + w], True] if start + w * size < end else
@@ -245,8 +246,8 @@ class VulkanProgram(Program["VulkanDevice"]):
       written = {self.slots[j] for j in self.written}
       keep = [w for w in wins if w[5] or any(i in written for i, _ in w[3])]
       if len(keep) >= D:
-        raise RuntimeError(f"VULKAN: {self.name} writes {len(keep)} memory windows and reads more: it needs over {D} descriptors "
-                           "(maxPerStageDescriptorStorageBuffers), and only inputs can be gathered")
+        raise RuntimeError(f"VULKAN: {self.name} needs {len(keep)} windows that cannot be gathered (outputs, buffers past "
+                           f"maxStorageBufferRange) and more: over its {D} descriptors (maxPerStageDescriptorStorageBuffers)")
       rest = sorted((w for w in wins if not any(w is k for k in keep)), key=lambda w: w[2] - w[1], reverse=True)
       room = D - 1 - len(keep)   # one descriptor is the scratch's
       keep += rest[:room]
