@@ -12,7 +12,7 @@ the median of several timed runs after warm-up, with min and max. The floor (scr
 directly, without tinygrad. The WEBGPU column is tinygrad's own WebGPU backend on Dawn, the peer GPU-style backend, when the
 `dawn-python` wheel is installed (`pip install -e .[bench]`): Dawn picks its Vulkan adapter, lavapipe here.
 """
-import argparse, json, os, platform, random, statistics, subprocess, sys, tempfile, time
+import argparse, functools, json, os, platform, random, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N16M, MiB64 = 16 << 20, 64 << 20
@@ -27,6 +27,8 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("launch_eager", "launch eager realize()", "us"), ("launch_eager_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("launch_eager_sync", "launch eager realize()+sync", "us"),
         ("launch_jit", "launch TinyJit, per kernel", "us"), ("launch_jit_nograph", "  same, VULKAN_GRAPH=0", "us"),
+        ("wide", "21-buffer kernel 64K f32, TinyJit", "us"), ("wide_windows", "  same, VULKAN_PROFILE=min (windows)", "us"),
+        ("wide_gather", "  same, min + VULKAN_DISABLE=share (copies)", "us"),
         ("launch_jit_inline", "  same, LP_NUM_THREADS=0", "us"),
         ("compile_schedule", "cold: schedule", "ms"), ("compile_codegen", "cold: tinygrad codegen", "ms"),
         ("compile_compiler", "cold: compiler (source->SPIR-V)", "ms"), ("compile_pipeline", "cold: pipeline + 1st dispatch", "ms"),
@@ -134,6 +136,16 @@ def worker(tasks:list[str], quick:bool, out_path:str):
       for _ in range(k): chain(x)
     return stat([t / (100 * k) * 1e6 for t in times(loop)], "us", kernels_per_call=GlobalCounters.kernel_count - k0)
 
+  def wide():
+    # one output and 20 inputs: under VULKAN_PROFILE=min (4 descriptors) a windowed kernel (renderer/abi.py), its buffers in one
+    # memory block (no copy) or, with VULKAN_DISABLE=share, 18 of them gathered into a scratch window by copies first
+    xs = [Tensor.rand(1 << 16).realize() for _ in range(20)]
+    @TinyJit
+    def f(*a): return functools.reduce(lambda p, q: p + q, a).realize()
+    for _ in range(3): f(*xs)
+    def loop(): f(*xs); dev.synchronize()
+    return stat([t * 1e6 for t in times(loop)], "us")
+
   def compile_cost():
     # a fresh constant makes a kernel no cache has seen; CACHELEVEL=0 also keeps the disk cache out of it
     comp_cls, acc, base = type(dev.compiler), {"compile": 0.0, "runtime": 0.0}, dev.runtime
@@ -215,7 +227,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
 
   benches = {"gemm512": lambda: gemm(512), "gemm1024": lambda: gemm(1024, reps=2 if quick else R),
              "gemm2048": lambda: gemm(2048, reps=3, warm=1), "gemm1024_beam2": gemm_beam, "add16M": add, "sum16M": sum_, "conv2d": conv,
-             "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit,
+             "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit, "wide": wide,
              "paired": paired,
              "compile": compile_cost, "copy": copies, "cnn_train": cnn, "cnn_first": cnn_first}
   for name in tasks:
@@ -297,7 +309,7 @@ def main():
 
   t_start, q = time.perf_counter(), ["--quick"] if args.quick else []
   tasks = ["gemm512", "gemm1024"] + ([] if args.quick else ["gemm2048"]) + \
-          ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "compile", "copy", "cnn_train"]
+          ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "wide", "compile", "copy", "cnn_train"]
   me, limit = os.path.abspath(__file__), 100 if args.quick else 1200
   info = machine()
   groups = {"compile": [f"compile_{k}" for k in ("schedule", "codegen", "compiler", "pipeline")],
@@ -320,6 +332,8 @@ def main():
   # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
+           ({"VULKAN_PROFILE": "min"}, "wide", {"wide": "wide_windows"}, 60),
+           ({"VULKAN_PROFILE": "min", "VULKAN_DISABLE": "share"}, "wide", {"wide": "wide_gather"}, 60),
            # every buffer passed by buffer device address instead of a descriptor (the path of buffers past maxStorageBufferRange)
            ({"VULKAN_MAX_STORAGE_RANGE": "0"}, "gemm1024,add16M", {"gemm1024": "gemm1024_bda", "add16M": "add16M_bda"}, 90),
            # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
