@@ -79,7 +79,7 @@ def test_fence_wait_times_out(vk_hooks, monkeypatch, launched):
 
 def test_pipeline_creation_failure_names_the_kernel_and_frees_its_module(vk_hooks):
   modules = []
-  vk_hooks["vkCreateShaderModule"] = lambda real, dev, info, alloc, out: (r := real(dev, info, alloc, out), modules.append(out[0]))[0]
+  vk_hooks["vkCreateShaderModule"] = lambda real, dev, info, alloc, out: (real(dev, info, alloc, out), modules.append(out[0]))[0]
   vk_hooks["vkDestroyShaderModule"] = lambda real, dev, mod, alloc: (modules.remove(mod), real(dev, mod, alloc))[1]
   vk_hooks["vkCreateComputePipelines"] = lambda real, *args: vk.VK_ERROR_UNKNOWN
   with pytest.raises(RuntimeError) as e: glsl_program(SIMPLE_GLSL, name="E_pipeline_fault")

@@ -1,7 +1,6 @@
 """VULKAN_GUARD=1: poisoned guards after every buffer, bound in range, checked at every synchronisation and free. Hand-written
 kernels store and read one element past their buffer; without the switch nothing changes."""
 import numpy as np
-import pytest
 from util import run_python
 
 SCRIPT = """

@@ -21,14 +21,9 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
   return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 def in_words(dt) -> bool:
-  """half without shaderFloat16: computed in float, rounded once where stored, denormals flushed to zero as tinygrad's own
-  emulation does (renderer/half.py); no vector accesses of it."""
+  """half without shaderFloat16: computed in float, rounded once where stored (renderer/half.py); no vector accesses of it."""
   from tinygrad import dtypes
   return dt == dtypes.half and "f16" not in Device["VULKAN"].caps
-
-def flushed(x:np.ndarray) -> np.ndarray:
-  """x as half in words holds it: denormals flushed to (signed) zero."""
-  return np.where(np.abs(x) < np.finfo(np.float16).tiny, np.zeros_like(x), x) if x.dtype == np.float16 else x
 
 def missing(*dts) -> str:
   """'' when VULKAN has these dtypes (natively or packed in 32-bit words), else which it has not and the Vulkan feature each

@@ -1,6 +1,6 @@
 """half on devices without shaderFloat16: values computed in float, memory in 16-bit words (packed in 32-bit words by packing.py
-where 16-bit storage is missing too), converted with tinygrad's own bit-exact float<->half code. The renderers then declare
-half supported on every device, so tinygrad keeps it in the kernels instead of emulating it.
+where 16-bit storage is missing too), converted bit-exactly, denormals included (h2f, f2h; tinygrad's own f2f flushes them). The
+renderers then declare half supported on every device, so tinygrad keeps it in the kernels instead of emulating it.
 
 tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
 same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
@@ -17,6 +17,24 @@ from tinygrad.codegen.decomp.dtype import pm_float_decomp, f2f, f2f_dt, reindex
 
 def _rw(ctx, u:UOp) -> UOp: return graph_rewrite(u, pm_half, ctx=ctx, bottom_up=True)
 
+# tinygrad's f2f flushes half denormals to zero both ways; a device with shaderFloat16 keeps them (and so does CPU), so the
+# conversions here keep them: a denormal half is its mantissa * 2^-24, exact in float; a float under half's smallest normal
+# (exponent < 113) rounds to nearest even at 2^-24.
+def h2f(bits:UOp) -> UOp:
+  """float from half bits (uint16)."""
+  b = bits.cast(dtypes.uint)
+  den = (b & 0x3ff).cast(dtypes.float) * 2.0**-24
+  return ((b >> 10) & 0x1f).eq(0).where((b & 0x8000).ne(0).where(-den, den), f2f(bits, dtypes.half, dtypes.float))
+
+def f2h(v:UOp) -> UOp:
+  """half bits (uint16) of float v, rounded to nearest even."""
+  u = v.bitcast(dtypes.uint)
+  e, m = (u >> 23) & 0xff, (u & 0x7fffff) | 0x800000
+  s = (UOp.const(126, dtypes.uint) - e.minimum(UOp.const(112, dtypes.uint))).minimum(UOp.const(25, dtypes.uint))   # 14..25
+  q = m >> s
+  den = q + (((m >> (s - 1)) & 1) & ((m & ((UOp.const(1, dtypes.uint) << (s - 1)) - 1)).ne(0).cast(dtypes.uint) | (q & 1)))
+  return (e < 113).where(((u >> 16) & 0x8000) | den, f2f(u, dtypes.float, dtypes.half).cast(dtypes.uint)).cast(dtypes.ushort)
+
 def _load(ctx, x:UOp) -> UOp|None:
   """A load of half (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
   (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
@@ -24,14 +42,14 @@ def _load(ctx, x:UOp) -> UOp|None:
   idx, n, (alt, *gate) = _rw(ctx, x.src[0]), x.max_numel(), x.src[1:] or (None,)
   def lane(i:int) -> UOp:
     ix = idx if n == 1 else reindex(idx, i, 1)
-    if not gate: return f2f(ix.load(), *ctx)
-    return gate[0].where(f2f(ix.load(UOp.const(0, ix.dtype), gate[0]), *ctx), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
+    if not gate: return h2f(ix.load())
+    return gate[0].where(h2f(ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
   return lane(0) if n == 1 else UOp(Ops.STACK, src=tuple(lane(i) for i in range(n)))
 
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
   """A store of half (n lanes) as stores of 16-bit words, keeping its gate."""
   if val.dtype != ctx[1] or idx.tag != ctx[0]: return None
-  def bits(v:UOp) -> UOp: return f2f(v.bitcast(f2f_dt[ctx[1]]), ctx[1], ctx[0])
+  def bits(v:UOp) -> UOp: return f2h(v)
   if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
   return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
 
@@ -42,6 +60,10 @@ pm_half = PatternMatcher([
   (UPat(Ops.LOAD, dtypes.floats, name="x"), _load),
   (UPat(Ops.BITCAST, src=(UPat(Ops.LOAD, name="ld"),), name="bc"), lambda ctx,bc,ld:
    _rw(ctx, ld.src[0]).load(*ld.src[1:]).bitcast(bc.dtype) if ld.dtype == ctx[0] else None),
+  # bitcasts between a half value (a float by now) and 16-bit integers: its bits, denormals kept
+  (UPat(Ops.BITCAST, src=(UPat.var("x", dtypes.float),), name="bc"), lambda ctx,bc,x:
+   f2h(x).bitcast(bc.dtype) if x.dtype == ctx[1] and bc.dtype.bitsize == 16 and bc.dtype != ctx[0] else None),
+  (UPat(Ops.BITCAST, src=(UPat.var("x"),), name="bc"), lambda ctx,bc,x: h2f(x.bitcast(f2f_dt[ctx[0]])) if bc.dtype == ctx[0] else None),
   (UPat(Ops.STORE, src=(UPat.var("idx"), UPat(Ops.BITCAST, name="val")), allow_any_len=True, name="st"), lambda ctx,st,idx,val:
    st.replace(src=(idx, val.src[0].bitcast(f2f_dt[ctx[0]]), *st.src[2:])) if val.dtype == ctx[0] and idx.tag == ctx[0] else None),
   (UPat(Ops.STORE, src=(UPat.var("idx").or_casted(), UPat.var("val")), allow_any_len=True, name="st"), _store),
