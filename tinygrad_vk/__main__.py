@@ -25,7 +25,8 @@ def unsupported(phys, caps) -> list[str]:
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (llvmpipe's loop limiter): longer "
                               "reductions are spread over the workgroup; a long loop that is not a reduction into registers, or a "
                               f"reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
-  if "bda" not in caps: out.append(f"buffer bindings over maxStorageBufferRange ({size(caps.range)}) are refused")
+  if "bda" not in caps: out.append(f"a buffer over maxStorageBufferRange ({size(caps.range)}) goes in pieces of workgroups or through "
+                                    f"several windows (renderer/abi.py); refused where they need more than {caps.bufs} descriptors")
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
           (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
