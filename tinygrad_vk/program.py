@@ -335,28 +335,42 @@ class VulkanProgram(Program["VulkanDevice"]):
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q:   # the descriptor structs are shared by every launch of this program
-      pieces = self.pieces(groups[0])
-      wins: list[Windows|None] = []
-      try:
-        for p in pieces: wins.append(self.place(bufs, p) if self.abi.windowed else None)
-        for w in wins:
-          for src, dst in (w.copies if w is not None else ()): q.copy(src, dst, src.size)
-        packed = [self.pack(bufs, vals, w) for w in wins]   # any new pipeline is built here, before the launch is ordered
-        # a window's range covers the other buffers of its block too: ordered after and before everything, like a graph replay
-        with q.prepare(*self.split(bufs)) if wins[0] is None else q.prepare_opaque([*bufs, *(s for w in wins for s in w.scratches)]) as batch:
+      if self.abi.windowed: batch, t0, t1 = self._windowed(bufs, groups, vals, wait)
+      else:
+        pc, pipeline = self.pack(bufs, vals)   # a new pipeline is built here, before the launch is ordered
+        with q.prepare(*self.split(bufs)) as batch:
+          dset = batch.alloc_set(self.set_layout) if self.ndesc else None
+          self.update(dset)
           t0 = batch.timestamp() if wait or q.profiling() else None
-          for (g0, g1), w, (pc, pipeline) in zip(pieces, wins, packed):
-            if len(pieces) > 1: self.pack(bufs, vals, w)   # the descriptor structs hold this piece's windows again
-            dset = batch.alloc_set(self.set_layout) if self.ndesc else None
-            self.update(dset)
-            self.record(batch.cmd, dset, pc, pipeline, (g1 - g0, *groups[1:]), g0)
-          t1 = batch.timestamp() if t0 is not None else None
-          if t1 is not None and q.profiling(): batch.profile.append((t0, self.name, self.profile_key))
-          batch.names.append(self.name)
-      finally:
-        for w in wins:
-          if w is not None: w.free(self.dev.allocator)
+          self.record(batch.cmd, dset, pc, pipeline, groups)
+          t1 = self._recorded(batch, t0)
     return q.timed_wait(batch, t0, t1) if wait else None
+
+  def _recorded(self, batch, t0:int|None) -> int|None:
+    t1 = batch.timestamp() if t0 is not None else None
+    if t1 is not None and self.dev.queue.profiling(): batch.profile.append((t0, self.name, self.profile_key))
+    batch.names.append(self.name)
+    return t1
+
+  def _windowed(self, bufs, groups:tuple[int, int, int], vals, wait:bool):
+    """A windowed launch, in pieces where a slot has a reach: its gathers, then its dispatches, ordered after and before
+    everything like a graph replay (a window's range covers the other buffers of its block too)."""
+    q, pieces, wins = self.dev.queue, self.pieces(groups[0]), []
+    try:
+      for p in pieces: wins.append(self.place(bufs, p))
+      for w in wins:
+        for src, dst in w.copies: q.copy(src, dst, src.size)
+      packed = [self.pack(bufs, vals, w) for w in wins]   # any new pipeline is built here, before the launch is ordered
+      with q.prepare_opaque([*bufs, *(s for w in wins for s in w.scratches)]) as batch:
+        t0 = batch.timestamp() if wait or q.profiling() else None
+        for (g0, g1), w, (pc, pipeline) in zip(pieces, wins, packed):
+          if len(pieces) > 1: self.pack(bufs, vals, w)   # the descriptor structs hold this piece's windows again
+          dset = batch.alloc_set(self.set_layout) if self.ndesc else None
+          self.update(dset)
+          self.record(batch.cmd, dset, pc, pipeline, (g1 - g0, *groups[1:]), g0)
+        return batch, t0, self._recorded(batch, t0)
+    finally:
+      for w in wins: w.free(self.dev.allocator)
 
   @suppress_finalizing
   def __del__(self):
