@@ -102,6 +102,8 @@ print("ok")""", {"VULKAN_VALIDATION": "1", "VULKAN_FORCE_STAGING": "1"})
 # ---- buffers past maxStorageBufferRange without bufferDeviceAddress: launched in pieces of workgroups (abi.py REACH). The range is
 # lowered to 1 MiB so that a few MB show it; the acceptance sizes (a 1.2 GB sum) are in scripts/big_check.py.
 
+MIN_1MIB = {**MIN, "VULKAN_MAX_STORAGE_RANGE": str(1 << 20)}
+
 PIECES = """
 import sys; sys.path.insert(0, "tests")
 import numpy as np
@@ -137,7 +139,7 @@ print("ok")"""
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_in_pieces(ren):
-  r = run_python(PIECES, {"VULKAN_PROFILE": "min", "VULKAN_MAX_STORAGE_RANGE": str(1 << 20), "VULKAN_VALIDATION": "1", "DEV": f"VULKAN:{ren}"})
+  r = run_python(PIECES, {**MIN_1MIB, "DEV": f"VULKAN:{ren}"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   assert "refused:" in r.stdout and "needs bufferDeviceAddress" in r.stdout, r.stdout
 
@@ -181,6 +183,6 @@ print("ok")"""
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_split(ren):
-  r = run_python(SPLIT, {"VULKAN_PROFILE": "min", "VULKAN_MAX_STORAGE_RANGE": str(1 << 20), "VULKAN_VALIDATION": "1", "DEV": f"VULKAN:{ren}"})
+  r = run_python(SPLIT, {**MIN_1MIB, "DEV": f"VULKAN:{ren}"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   assert "splits 2" in r.stdout, r.stdout

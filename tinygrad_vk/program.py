@@ -104,6 +104,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     if abi.windowed: self.ndesc = min(Caps.decode(obj.target.arch).bufs, self.nbind)   # the windows a launch binds at most
     if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
     if not bindings <= set(range(self.nbind)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
+    self.piece_len = self._piece_len()
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
@@ -200,14 +201,18 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.guard and end >= (r := b.root).offset + r.size: end = max(end, min(start + caps.range, r.offset + r.size + guard_len(r.size)))
     return end
 
+  def _piece_len(self) -> int|None:
+    """Workgroups along x per piece, where slots are launched in pieces (abi.py REACH): as many as keep each piece's reach of
+    them within maxStorageBufferRange (0: any number); None when no slot is."""
+    if not self.reach: return None
+    rs, caps = [r for rs in self.reach.values() for r in rs], self.dev.caps
+    room = caps.range - max(caps.align, WINDOW_ALIGN) - 4 - (max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs))
+    if room < 0: raise RuntimeError(f"VULKAN: one workgroup of {self.name} reaches past maxStorageBufferRange ({caps.range})")
+    return room // a + 1 if (a := max(abs(a) for a, _, _ in rs)) else 0
+
   def pieces(self, gx:int) -> list[tuple[int, int]]:
-    """The ranges of workgroups along x a launch goes in: one, or where slots are launched in pieces (abi.py REACH) as many as
-    keep each piece's reach of them within maxStorageBufferRange."""
-    if not self.reach: return [(0, gx)]
-    rs = [r for rs in self.reach.values() for r in rs]
-    room = self.dev.caps.range - max(self.dev.caps.align, WINDOW_ALIGN) - 4 - (max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs))
-    if room < 0: raise RuntimeError(f"VULKAN: one workgroup of {self.name} reaches past maxStorageBufferRange ({self.dev.caps.range})")
-    n = room // a + 1 if (a := max(abs(a) for a, _, _ in rs)) else gx
+    """The ranges of workgroups along x a launch goes in."""
+    if not (n := self.piece_len): return [(0, gx)]
     return [(g, min(g + n, gx)) for g in range(0, gx, n)] or [(0, 0)]
 
   def place(self, bufs, piece:tuple[int, int]|None=None) -> Windows:
@@ -225,9 +230,9 @@ class VulkanProgram(Program["VulkanDevice"]):
         g0, g1 = piece if piece is not None else (0, 1)
         lo = b.offset + min(min(a * g0, a * max(g1 - 1, g0)) + lo for a, lo, _ in rs)
         hi = b.offset + max(max(a * g0, a * max(g1 - 1, g0)) + hi for a, _, hi in rs)
-        start, blk = max(lo, 0), b.root.block
+        start = max(lo, 0)
         start -= start % step
-        wins.append([b.handle, start, min(round_up(hi, 4), blk.size if blk is not None else hi), [(i, b)], [], True])
+        wins.append([b.handle, start, min(round_up(hi, 4), b.root.block.size), [(i, b)], [], True])
       elif (sp := self.split_slots.get(i)) is not None:   # k windows of `size` bytes from the view's start aligned down
         k, size, first = sp
         start, end = b.offset - b.offset % step, b.root.block.size
