@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What one storage-buffer load costs a SIMD vector of invocations on this Vulkan driver, inside a loop and in straight-line code,
-at an address every lane shares (uniform) or one per lane; beside an FMA. Explains kernel shapes on llvmpipe (lavapipe): there a
-load is a scalar load per lane, except a uniform one outside control flow (gallivm's uniform fast path needs no exec mask), so a
-matmul's cost is its loads per vector, whatever the locals, and a bigger register tile is the only lever tinygrad's shapes have.
+at an address every lane shares (uniform) or one per lane; beside an FMA and a storage texel buffer load (imageLoad of R32_UINT).
+Explains the "texel" path (renderer/kernel.py texel_slots): on llvmpipe (lavapipe) a storage-buffer load is a scalar load per
+lane, each behind a branch and a bounds check (gallivm emit_load_mem), except a uniform one outside control flow; a texel
+buffer load is one gather, about 10x cheaper.
 
   python scripts/load_cost.py [--groups 64]
 """
@@ -15,11 +16,14 @@ from tinygrad_vk.compiler import GLSLCompiler
 N, LANES = 1 << 20, 8    # floats read; invocations per workgroup (one llvmpipe SIMD vector)
 
 def run(body:str, groups:int, reps:int=5) -> float:
-  """Device seconds of `groups` workgroups running body (which adds into acc; `l` is the lane), the fastest of reps."""
+  """Device seconds of `groups` workgroups running body (which adds into acc; `l` is the lane; `a` a storage buffer, `t` a texel
+  buffer over the same floats), the fastest of reps."""
+  decl = "layout(set=0, binding=1, r32ui) uniform readonly uimageBuffer t;" if "imageLoad" in body else \
+         "layout(set=0, binding=1, std430) readonly buffer B1 { float a[]; };"
   src = f"""#version 450
 layout(local_size_x={LANES}) in;
 layout(set=0, binding=0, std430) buffer B0 {{ float out_[]; }};
-layout(set=0, binding=1, std430) readonly buffer B1 {{ float a[]; }};
+{decl}
 void main() {{ int l = int(gl_LocalInvocationID.x), g = int(gl_WorkGroupID.x); float acc = 0.0;
 {body}
 out_[g * {LANES} + l] = acc; }}"""
@@ -38,6 +42,9 @@ def main():
            ("straight: uniform load", "".join(f"acc += a[{k}];" for k in range(n))),
            ("straight: per-lane load", "".join(f"acc += a[{k * LANES} + l];" for k in range(n))),
            ("straight: FMA", "".join(f"acc = acc * 1.0001 + {k}.0;" for k in range(n)))]
+  if "texel" in Device["VULKAN"].caps:
+    cases += [("loop: texel, uniform", f"for (int k = 0; k < {n}; k++) acc += uintBitsToFloat(imageLoad(t, k).x);"),
+              ("loop: texel, per-lane", f"for (int k = 0; k < {n}; k++) acc += uintBitsToFloat(imageLoad(t, k * {LANES} + l).x);")]
   print(f"{Device['VULKAN'].phys.name}: {g} workgroups of {LANES}, {n} per invocation; ns per vector and step")
   for name, body in cases: print(f"  {name:<26} {run(body, g) / g / n * 1e9:7.2f}")
 

@@ -23,6 +23,8 @@ FLAGS = {
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
   "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/hoist.py)",
   "fillx": "local dims merged into x when x is narrower than a SIMD vector: the driver packs invocations along x only (llvmpipe; renderer/simd.py)",
+  "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
+           "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (a renderer and runtime path; renderer/kernel.py)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
            "off: each its own, the inputs past the descriptors gathered by copies; program.py `place`)",
 }
@@ -32,7 +34,7 @@ REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f1
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
                   "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",),
-                  "share": ("share",)}
+                  "texel": ("texel",), "share": ("share",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
 # int32 indexing bounds it
@@ -55,6 +57,7 @@ class Caps:
   maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
   vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
   threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
+  texels: int = 0                             # maxTexelBufferElements (the "texel" path's bound on a texel buffer)
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
@@ -115,7 +118,7 @@ def disabled_flags(spec:str) -> set[str]:
 # validation layer checks that version's rules (structs, entry points, SPIR-V version).
 # Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
 # does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "share"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "texel", "share"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

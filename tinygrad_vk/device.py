@@ -69,10 +69,12 @@ class VulkanDevice(Compiled):
     if (fn := lib.vkGetDeviceProcAddr(self.vkdev, ext_name.encode())) == NULL: raise RuntimeError(f"VULKAN: {self.phys.name} has no {ext_name}")
     return ffi.cast(f"PFN_{ext_name}", fn)
 
-  def pipeline_layout(self, nbufs:int, pc_size:int) -> tuple:
-    """One descriptor set layout per buffer count and one pipeline layout per (buffer count, push constant size), shared by kernels."""
-    if (key := (nbufs, pc_size)) not in self._layouts:
-      binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+  def pipeline_layout(self, nbufs:int, pc_size:int, texel:frozenset[int]=frozenset()) -> tuple:
+    """A descriptor set layout and pipeline layout per (buffer count, push constant size, storage texel buffer bindings), shared by
+    kernels."""
+    if (key := (nbufs, pc_size, texel)) not in self._layouts:
+      binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER if i in texel
+                                                          else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                           "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(nbufs)])
       sl = ffi.new("VkDescriptorSetLayout*")
       check(lib.vkCreateDescriptorSetLayout(self.vkdev, new("VkDescriptorSetLayoutCreateInfo", bindingCount=nbufs, pBindings=binds), NULL, sl),

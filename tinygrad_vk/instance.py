@@ -155,7 +155,7 @@ class PhysicalDevice:
     self.max_buffer = m4.maxBufferSize if (m4 := ps.get("VkPhysicalDeviceMaintenance4Properties")) else self.max_alloc
     self.limits = {k: getattr(lim, k) for k in ("maxStorageBufferRange", "maxPushConstantsSize", "maxComputeSharedMemorySize",
                    "maxComputeWorkGroupInvocations", "maxPerStageDescriptorStorageBuffers", "minStorageBufferOffsetAlignment",
-                   "timestampPeriod", "maxMemoryAllocationCount")}
+                   "timestampPeriod", "maxMemoryAllocationCount", "maxTexelBufferElements", "minTexelBufferOffsetAlignment")}
     self.limits["maxComputeWorkGroupSize"] = tuple(lim.maxComputeWorkGroupSize)
     self.limits["maxComputeWorkGroupCount"] = tuple(lim.maxComputeWorkGroupCount)
     fc = ps.get(FLOAT_CONTROLS)
@@ -217,18 +217,31 @@ class PhysicalDevice:
     if f["shaderFloat64"]: out.add("f64")
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
-    if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE: out.add("fillx")   # its SIMD vectors run along local x only
+    if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
+      out.add("fillx")   # its SIMD vectors run along local x only
+      # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
+      # buffer with one gather: a float ~0.8 ns per 8 lanes against ~8 (scripts/load_cost.py)
+      if self.texel_format_ok(): out.add("texel")
     return out | {"vec", "spread", "hoist", "share"}
+
+  def texel_format_ok(self) -> bool:
+    """R32_UINT storage texel buffers (the "texel" path's one format: every 32-bit type is read as its bits)."""
+    fp = ffi.new("VkFormatProperties*")
+    lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp)
+    return bool(fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT)
 
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
     lim = self.limits
-    return Caps(frozenset(self.flags()), align=lim["minStorageBufferOffsetAlignment"], wgsize=lim["maxComputeWorkGroupSize"],
+    flags = self.flags()
+    # a texel buffer's view starts where the storage buffer's binding would: aligned for both
+    align = max(lim["minStorageBufferOffsetAlignment"], lim["minTexelBufferOffsetAlignment"] if "texel" in flags else 1)
+    return Caps(frozenset(flags), align=align, wgsize=lim["maxComputeWorkGroupSize"],
                 wginv=lim["maxComputeWorkGroupInvocations"], wgcount=lim["maxComputeWorkGroupCount"], smem=lim["maxComputeSharedMemorySize"],
                 pc=lim["maxPushConstantsSize"], bufs=lim["maxPerStageDescriptorStorageBuffers"],
                 # VULKAN_MAX_STORAGE_RANGE lowers maxStorageBufferRange: small buffers then take the buffer-device-address path
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
-                allocs=lim["maxMemoryAllocationCount"], vk=self.vk,
+                allocs=lim["maxMemoryAllocationCount"], vk=self.vk, texels=lim["maxTexelBufferElements"],
                 threads=llvmpipe_threads() if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0,
                 maxloop=self.loop_budget())
 

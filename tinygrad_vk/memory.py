@@ -63,14 +63,16 @@ class Block:
 class VulkanBuffer:
   """`size` bytes at byte `offset` of the VkBuffer `handle`: a buffer, or a view of one. `root` is the buffer (it holds the last
   batch using it); `ptr` and `gpu` are the host and device addresses of the VkBuffer's start (None / 0 when there are none)."""
-  __slots__ = ("root", "offset", "size", "handle", "block", "ptr", "gpu", "cached", "last_use")
+  __slots__ = ("root", "offset", "size", "handle", "block", "ptr", "gpu", "cached", "last_use", "views")
   def __init__(self, block:Block, offset:int, size:int, cached:bool):
     self.root, self.offset, self.size, self.handle, self.block, self.ptr, self.gpu, self.cached, self.last_use = \
       self, offset, size, block.handle, block, block.ptr, block.gpu, cached, 0
+    self.views: dict[tuple[int, int], object]|None = None   # a root's storage texel views: (start, size) -> VkBufferView
   def view(self, size:int, offset:int) -> VulkanBuffer:
     v = VulkanBuffer.__new__(VulkanBuffer)
     v.root, v.offset, v.size, v.handle, v.block, v.ptr, v.gpu, v.cached, v.last_use = self.root, self.offset + offset, size, self.handle, \
       None, self.ptr, self.gpu, self.cached, 0
+    v.views = None   # views live on the root
     return v
   def addr(self) -> int: return self.ptr + self.offset
 
@@ -103,7 +105,7 @@ class VulkanAllocator(LRUAllocator):
     self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
     self.address = "bda" in dev.caps
     self.buffer_address = dev.proc("vkGetBufferDeviceAddress", 12, "vkGetBufferDeviceAddressKHR") if self.address else None
-    self.usage = USAGE | (USAGE_ADDRESS if self.address else 0)
+    self.usage = USAGE | (USAGE_ADDRESS if self.address else 0) | (vk.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT if "texel" in dev.caps else 0)
     self.pools: dict[tuple[int, bool], list[Block]] = {}   # (memory type, mapped) -> its blocks
     self.count, self.heap_used = 0, [0] * len(phys.heaps)  # live VkDeviceMemory objects, bytes of each heap they hold
     self.budget_ext = BUDGET_EXT in dev.extensions
@@ -210,9 +212,24 @@ class VulkanAllocator(LRUAllocator):
       return b
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
 
+  def texel_view(self, b:VulkanBuffer, start:int, size:int):
+    """An R32_UINT storage texel view of bytes [start, start + size) of root buffer b's VkBuffer (renderer/kernel.py texel_slots),
+    made once and destroyed with b: a TinyJit graph's descriptor sets keep using it while b lives."""
+    if b.views is not None and (v := b.views.get((start, size))) is not None: return v
+    if size // 4 > (n := self.dev.caps.texels):
+      raise RuntimeError(f"VULKAN: a texel view of {size_to_str(size)} is over maxTexelBufferElements ({n} texels of 4 bytes)")
+    out = ffi.new("VkBufferView*")
+    check(lib.vkCreateBufferView(self.dev.vkdev, new("VkBufferViewCreateInfo", buffer=b.handle, format=vk.VK_FORMAT_R32_UINT, offset=start,
+                                                     range=size), NULL, out), "vkCreateBufferView")
+    if b.views is None: b.views = {}
+    b.views[(start, size)] = out[0]
+    return out[0]
+
   def destroy(self, b:VulkanBuffer):
     if self.dev.closed or (blk := b.block) is None: return
     b.block = None   # the books first: freed once, even if it is passed here again after an exception
+    for v in (b.views or {}).values(): lib.vkDestroyBufferView(self.dev.vkdev, v, NULL)
+    b.views = None
     if self.guard and (g := self.guards.pop(id(b), None)) is not None and (msg := self.guard_changed(*g)):
       self.violations.append(msg + " (found when it was freed)")
     blk.used -= 1

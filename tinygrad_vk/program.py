@@ -13,8 +13,9 @@ from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 # SPIR-V opcodes and enums read by spirv_info
-OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_VARIABLE, OP_SOURCE_EXTENSION = (OPCODES[n] for n in (
-  "OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpVariable", "OpSourceExtension"))
+OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_TYPE_IMAGE, OP_VARIABLE, OP_SOURCE_EXTENSION = (
+  OPCODES[n] for n in ("OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpTypeImage", "OpVariable",
+                       "OpSourceExtension"))
 MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = (ENUMS[n] for n in (
   "LocalSize", "Binding", "NonWritable", "Offset", "PushConstant"))
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
@@ -23,11 +24,12 @@ PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from th
 WINDOW_ALIGN = 32
 GATHER_SPEC = BufferSpec()
 
-def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set[int], dict[int, list[tuple[int, int, int]]]]:
+def spirv_info(spv:bytes) -> tuple:
   """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
-  bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces and the
-  windows of the split slots (renderer/abi.py REACH, SPLIT)."""
-  local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var = (1, 1, 1), {}, set(), {}, {}, {}, {}, None
+  bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces, the
+  windows of the split slots (renderer/abi.py REACH, SPLIT) and the bindings that are storage texel buffers (renderer/kernel.py
+  texel_slots)."""
+  local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var, images = (1, 1, 1), {}, set(), {}, {}, {}, {}, None, set()
   reach: dict[int, list[tuple[int, int, int]]] = {}
   split: dict[int, tuple[int, int, int]] = {}
   for _, op, w in spirv_instructions(spv)[1]:
@@ -41,13 +43,15 @@ def spirv_info(spv:bytes) -> tuple[tuple[int, int, int], set[int], set[int], set
     elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
     elif op == OP_TYPE_POINTER: ptr_to[w[1]] = w[3]
     elif op == OP_TYPE_STRUCT: members[w[1]] = w[2:]
+    elif op == OP_TYPE_IMAGE: images.add(w[1])
     elif op == OP_VARIABLE:
       var_type[w[2]] = w[1]
       if w[3] == SC_PUSH_CONSTANT: pc_var = w[2]
   ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
-  return local, set(binding.values()), ro, ro_addr, reach, split
+  texel = frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images)
+  return local, set(binding.values()), ro, ro_addr, reach, split, texel
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
@@ -55,6 +59,15 @@ def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   for pos, op, w in insts:
     if op == OP_DECORATE and w[2] == DEC_BINDING: words[pos + 3] = binding[w[3]]
   return struct.pack(f"<{len(words)}I", *words)
+
+def descriptor_writes(n:int, texel:frozenset[int], infos, views):
+  """The writes of n descriptors: storage buffers from `infos`, the `texel` bindings storage texel buffers from `views`
+  (one write for all when there are none, else one per binding)."""
+  if not texel: return ffi.new("VkWriteDescriptorSet[1]", [{"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "descriptorCount": n,
+                                                           "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos}])
+  return ffi.new("VkWriteDescriptorSet[]", [{"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
+    "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER if i in texel else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+    "pBufferInfo": infos + i, "pTexelBufferView": views + i} for i in range(n)])
 
 @dataclass
 class Windows:
@@ -97,7 +110,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots = spirv_info(obj.lib)
+    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.texel = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
     self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
@@ -110,16 +123,14 @@ class VulkanProgram(Program["VulkanDevice"]):
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
     # positions (in the buffers passed) that the shader may store to
     self.written = [j for j, i in enumerate(self.slots) if abi.binding[i] not in readonly and abi.address[i] not in ro_addr]
-    self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size)
+    if self.texel and "texel" not in caps: raise RuntimeError(f"VULKAN: {self.name} reads storage texel buffers, this device's texel path is off")
+    self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size, self.texel)
     mod = ffi.new("VkShaderModule*")
     code = ffi.from_buffer("uint32_t[]", obj.lib)
     check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
           f"vkCreateShaderModule of {self.name}")
     self.module, self.spv = mod[0], obj.lib
-    unused = {"buffer": dev.scratch.handle, "offset": dev.scratch.offset, "range": dev.scratch.size}
-    self.infos = ffi.new("VkDescriptorBufferInfo[]", [unused] * max(self.ndesc, 1))
-    self.desc_write = new("VkWriteDescriptorSet", descriptorCount=self.ndesc, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                          pBufferInfo=self.infos)
+    self.infos, self.views, self.desc_writes = self._scratch_descriptors()
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
     # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/kernel.py, KernelPlan.vector). The aligned pipeline is
@@ -173,11 +184,17 @@ class VulkanProgram(Program["VulkanDevice"]):
       b.names.append(f"{self.name} (pipeline warm-up)")
       dset = b.alloc_set(self.set_layout) if self.ndesc else None
       if dset is not None:
-        n = self.ndesc
-        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": scratch.offset, "range": scratch.size}] * n)
-        lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, new("VkWriteDescriptorSet", dstSet=dset, descriptorCount=n,
-                                   descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
+        infos, views, writes = self._scratch_descriptors()   # the writes point into infos and views: they stay alive until the update
+        for w in writes: w.dstSet = dset
+        lib.vkUpdateDescriptorSets(self.dev.vkdev, len(writes), writes, 0, NULL)
       self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
+
+  def _scratch_descriptors(self) -> tuple:
+    """Descriptor structs (buffer infos, texel views, the writes of both) with every binding at the scratch buffer."""
+    scratch, n = self.dev.scratch, max(self.ndesc, 1)
+    infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": scratch.offset, "range": scratch.size}] * n)
+    views = ffi.new("VkBufferView[]", [self.dev.allocator.texel_view(scratch, scratch.offset, scratch.size) if self.texel else NULL] * n)
+    return infos, views, descriptor_writes(self.ndesc, self.texel, infos, views)
 
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -287,8 +304,8 @@ class VulkanProgram(Program["VulkanDevice"]):
 
   def update(self, dset):
     if self.ndesc:
-      self.desc_write.dstSet = dset
-      lib.vkUpdateDescriptorSets(self.dev.vkdev, 1, self.desc_write, 0, NULL)
+      for w in self.desc_writes: w.dstSet = dset
+      lib.vkUpdateDescriptorSets(self.dev.vkdev, len(self.desc_writes), self.desc_writes, 0, NULL)
 
   def pack(self, bufs, vals:tuple[int, ...]|list[int], win:Windows|None=None) -> tuple[bytes, object]:
     """Point the descriptor structs at the buffers (or, windowed, at the windows `place` chose) and put the addresses in the push
@@ -309,8 +326,9 @@ class VulkanProgram(Program["VulkanDevice"]):
       elif win is not None: rem = win.offsets[i] * isz
       else:
         rem = b.offset % caps.align
-        info = infos[abi.binding[i]]
+        info = infos[bnd := abi.binding[i]]
         info.buffer, info.offset, info.range = b.handle, b.offset - rem, self._end(i, b, b.offset - rem) - (b.offset - rem)
+        if bnd in self.texel: self.views[bnd] = self.dev.allocator.texel_view(b.root, info.offset, min(info.range, 4 * caps.texels))
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]

@@ -69,9 +69,11 @@ class Hazards:
 # ---- pools shared by batches and graphs
 
 def descriptor_pool(vkdev, sets:int, descriptors:int):
-  sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": descriptors}])
+  """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/kernel.py texel_slots)."""
+  sizes = ffi.new("VkDescriptorPoolSize[2]", [{"type": t, "descriptorCount": descriptors}
+                                              for t in (vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER)])
   out = ffi.new("VkDescriptorPool*")
-  check(lib.vkCreateDescriptorPool(vkdev, new("VkDescriptorPoolCreateInfo", maxSets=sets, poolSizeCount=1, pPoolSizes=sizes), NULL, out),
+  check(lib.vkCreateDescriptorPool(vkdev, new("VkDescriptorPoolCreateInfo", maxSets=sets, poolSizeCount=2, pPoolSizes=sizes), NULL, out),
         "vkCreateDescriptorPool")
   return out[0]
 

@@ -107,6 +107,7 @@ def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
   """Element j of the access (one of its k words). Of a split slot (kernel.KernelPlan.split): in window w, or as a value, each
   window's element at the index clamped into it, the window the index falls in selected."""
   i = _index(ctx, a, j)
+  if a.slot is not None and ctx.plan.bufs[a.slot].texel: return render_bitcast(a.dtype, dtypes.uint, f"imageLoad({ctx[a.base]}, {i}).x")
   if a.addr64: return f"{_name(ctx, a)}_at({i})"
   if a.wins is None: return f"{_name(ctx, a)}[{i}]"
   k, n, _ = a.wins
@@ -241,7 +242,8 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
       name = names[b.uop]
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
       if (off := b.address) is None:
-        if (sp := plan.split.get(slot)) is not None:   # a split slot: its windows (kernel.KernelPlan.split)
+        if b.texel: lines.append(f"layout(set=0, binding={b.binding}, r32ui) uniform readonly uimageBuffer {name};")
+        elif (sp := plan.split.get(slot)) is not None:   # a split slot: its windows (kernel.KernelPlan.split)
           lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
                     for w in range(sp[0])]
         else: lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]

@@ -101,6 +101,7 @@ class Buf:
   binding: int|None     # descriptor binding, or None when passed by address
   address: int|None     # push-constant byte offset of its address
   writable: bool        # some STORE writes it (else readonly: the runtime needs no write hazard)
+  texel: bool = False   # read through a storage texel buffer of 32-bit words (texel_slots)
 
 OFFSET = None   # an Access term that is the view offset _o<slot>: the element offset of the view inside its binding (abi.py)
 
@@ -185,7 +186,7 @@ class KernelPlan:
     if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no vector access through {b.op}")
     lanes = [self.element(b, sh.src[1], j) for j in range(n)]
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       multiple_of(sh.src[1]) % n or lanes[0].addr64: return None, lanes
+       multiple_of(sh.src[1]) % n or lanes[0].addr64 or self.bufs[b.arg.slot].texel: return None, lanes
     return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
 
 # ---- the reach of a slot launched in pieces (abi.py REACH)
@@ -268,7 +269,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
   plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
-  if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return plan
+  if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
   # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
   # each access selects from, when the descriptors hold them beside one window for the other slots
   reach, why = slot_reach(plan, uops, big)
@@ -282,6 +283,21 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
   return replace(plan, reach=reach, split=split)
+
+def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
+  """The plan with the slots read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a branch
+  and a bounds check each, a texel buffer with one gather (~10x cheaper a float, scripts/load_cost.py). A slot qualifies when the
+  kernel only reads it, through a descriptor of an unwindowed kernel, every access a 32-bit element (one texel of R32_UINT, the
+  one format: each type is read as its bits) and its binding within maxTexelBufferElements. Its vector accesses read lanes."""
+  caps = plan.caps
+  if "texel" not in caps or plan.abi.windowed: return plan
+  ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
+        numel(b.uop._shape) + 256 // 4 <= caps.texels}
+  for u in uops:
+    if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
+    accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
+    ok -= {a.slot for a in accs if a.dtype.itemsize != 4 or a.k != 1}
+  return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()}) if ok else plan
 
 # ---- the renderers' common part
 

@@ -35,7 +35,8 @@ TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.
 DECL = {"void": "OpTypeVoid", "bool": "OpTypeBool", "char": "OpTypeInt 8 1", "uchar": "OpTypeInt 8 0", "short": "OpTypeInt 16 1",
         "ushort": "OpTypeInt 16 0", "int": "OpTypeInt 32 1", "uint": "OpTypeInt 32 0", "long": "OpTypeInt 64 1", "ulong": "OpTypeInt 64 0",
         "half": "OpTypeFloat 16", "float": "OpTypeFloat 32", "double": "OpTypeFloat 64"}
-SC = {"StorageBuffer": "sb", "PhysicalStorageBuffer": "psb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in"}
+SC = {"StorageBuffer": "sb", "PhysicalStorageBuffer": "psb", "Workgroup": "wg", "Function": "fn", "PushConstant": "pc", "Input": "in",
+      "UniformConstant": "uc"}
 GLOBAL_SC = ("StorageBuffer", "PhysicalStorageBuffer")
 FLOAT_EXP = {dtypes.half: 16, dtypes.float: 128, dtypes.double: 1024}   # inf is 0x1p+E, the canonical NaN 0x1.8p+E
 
@@ -165,7 +166,14 @@ class SPIRVKernel:
     """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
     a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
     pointer, cast to the element type."""
-    b, ety, self.sb_bytes = self.plan.bufs[slot], self.T(dt, n), self.sb_bytes | {dt.itemsize}
+    b = self.plan.bufs[slot]
+    if b.texel:   # a storage texel buffer of R32_UINT: every access reads its 32 bits (kernel.texel_slots)
+      img = self.g("%img_r32ui", f"OpTypeImage {self.T(dtypes.uint)} Buffer 0 0 0 2 R32ui")
+      if (rid := f"%data{slot}") not in self.decl:
+        self.var(rid, img, "UniformConstant")
+        self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}", f"OpDecorate {rid} NonWritable"]
+      return Ref(rid, img, dt, "UniformConstant")
+    ety, self.sb_bytes = self.T(dt, n), self.sb_bytes | {dt.itemsize}
     own = (dt, n) == (b.dtype, 1)
     if b.address is not None:
       def load():
@@ -367,6 +375,11 @@ class SPIRVKernel:
   # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
   def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
   def ld(self, ref:Ref, j:int=0, prefix="t") -> str:
+    if ref.sc == "UniformConstant":   # texel j past the index, its first component's bits
+      img = self.prologue(f"img{ref.var}", lambda: self.op("OpLoad", ref.ty, ref.var))
+      i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
+      texel = self.op("OpImageRead", self.T(dtypes.uint, 4), img, i)
+      return self.bitcast(dtypes.uint, ref.dt, self.op("OpCompositeExtract", self.T(dtypes.uint), texel, "0", prefix=prefix))
     if not ref.wins: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
     # a split slot: every window read at the index clamped into it, the one the index falls in selected
     vals = [self.op("OpLoad", ref.ty, self.pointer(ref, j, w, clamp=True)) for w in range(len(ref.wins))]
@@ -488,7 +501,7 @@ class SPIRVKernel:
     uses = {"Float16": ("f16", "%half" in d), "Float64": ("f64", "%double" in d), "Int64": ("i64", "%long" in d or "%ulong" in d),
             "Int16": ("i16", "%short" in d or "%ushort" in d), "Int8": ("i8", ("%char" in d or "%uchar" in d) and "i8" in self.caps),
             "StorageBuffer16BitAccess": ("s16", 2 in self.sb_bytes), "StorageBuffer8BitAccess": ("s8", 1 in self.sb_bytes),
-            "PhysicalStorageBufferAddresses": ("bda", addresses)}
+            "PhysicalStorageBufferAddresses": ("bda", addresses), "ImageBuffer": ("texel", "%img_r32ui" in d)}
     if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
       raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
     caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]

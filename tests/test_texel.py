@@ -1,0 +1,77 @@
+"""On llvmpipe (the "texel" flag) a kernel reads its read-only 32-bit buffers through storage texel buffers, not storage buffers
+(renderer/kernel.py texel_slots): gallivm loads a storage buffer lane by lane, a texel buffer with one gather. The runtime binds an
+R32_UINT view of each buffer range, made once and destroyed with the buffer (program.py, memory.py). The structure checks run on
+llvmpipe and fail under VULKAN_DISABLE=texel; the values are checked on any device and path."""
+import numpy as np
+import pytest
+from tinygrad import Tensor, Device, TinyJit, dtypes
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType
+from util import kernel_sources, run_kernel, is_spirv
+
+LLVMPIPE = "texel" in Device["VULKAN"].phys.flags()   # the driver has the path, whatever VULKAN_DISABLE says
+# a buffer past maxStorageBufferRange (VULKAN_MAX_STORAGE_RANGE lowers it) is passed by address instead, never as a texel buffer
+def bound(*arrays) -> bool: return LLVMPIPE and all(a.nbytes + 256 <= Device["VULKAN"].caps.range for a in arrays)
+_rng = np.random.default_rng(31)   # its own stream: util.data's shared one stays as other files expect it
+def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+def texel_reads(src:str) -> int: return src.count("OpImageRead" if is_spirv(src) else "imageLoad(")
+
+def test_matmul_reads_texels():
+  # both inputs read only: texel buffers; the output a storage buffer. 37 x 301 @ 301 x 45: no size a multiple of the tiles
+  a, b = data((37, 301)), data((301, 45))
+  if bound(a, b):
+    srcs = kernel_sources(Tensor(a) @ Tensor(b))
+    assert any(texel_reads(s) for s in srcs), srcs[0][:2000]
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+def test_32bit_types_through_texels():
+  # one R32_UINT format for every 32-bit type: int, uint and float bits come back unchanged (negative ints, NaN payloads too)
+  xi = _rng.integers(-2**31, 2**31, 1003, dtype=np.int64).astype(np.int32)
+  xu = _rng.integers(0, 2**32, 1003, dtype=np.uint64).astype(np.uint32)
+  xf = np.concatenate([data(1000), np.array([np.nan, -0.0, np.inf], np.float32)])
+  def out(): return (Tensor(xi) ^ Tensor(xu).bitcast(dtypes.int32)) + Tensor(xf).bitcast(dtypes.int32)
+  if bound(xi, xu, xf): assert texel_reads(kernel_sources(out())[0]) == 3
+  ref = (xi ^ xu.view(np.int32)).astype(np.int64) + xf.view(np.int32)
+  np.testing.assert_array_equal(out().numpy(), ref.astype(np.int32))
+
+def test_gated_and_vector_reads():
+  # a padded read (gated: no texel past the buffer is fetched) and float4 reads (lanes of texels), 1001 columns
+  x = data((7, 1001))
+  out = Tensor(x).pad(((2, 1), (3, 0))) * 2 + 1
+  ref = np.pad(x, ((2, 1), (3, 0))) * 2 + 1
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
+  y = data((64, 1024))
+  np.testing.assert_allclose((Tensor(y) + Tensor(y[::-1].copy())).numpy(), y + y[::-1], rtol=1e-6)
+
+@pytest.mark.parametrize("off", [1, 3, 4, 61])
+def test_views_at_offsets(off):
+  # a view bound at its element offset: the texel view starts at the aligned-down byte, the rest is the push-constant offset
+  n = 301
+  base = data(n + 64)
+  src = Buffer("VULKAN", n + 64, dtypes.float32, initial_value=base.tobytes()).view(n, dtypes.float32, 4 * off)
+  out = Buffer("VULKAN", n, dtypes.float32).allocate()
+  p, o = UOp.param(0, dtypes.float32, (n,)), UOp.param(1, dtypes.float32, (n,))
+  r = UOp.range(n, 0, AxisType.LOOP)
+  run_kernel([o.index(r).store(p.index(r) * 3 + 1).end(r)], [src, out])
+  np.testing.assert_allclose(np.frombuffer(out.as_memoryview(), np.float32), base[off:off + n] * 3 + 1, rtol=1e-6)
+
+def test_graph_replays_texels():
+  # a TinyJit graph keeps its descriptor sets, and so its texel views, across replays with new inputs
+  @TinyJit
+  def f(a:Tensor, b:Tensor) -> Tensor: return (a @ b + 1).realize()
+  for i in range(4):
+    a, b = data((33, 70)), data((70, 19))
+    np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a.astype(np.float64) @ b + 1, rtol=1e-4, atol=1e-4, err_msg=f"call {i}")
+
+def test_views_freed_with_their_buffer():
+  dev = Device["VULKAN"]
+  x = data(4099)
+  t = Tensor(x).realize()
+  buf = t.uop.buffer._buf
+  np.testing.assert_allclose((t * 2).numpy(), x * 2, rtol=1e-6)
+  if bound(x): assert buf.views, "no texel view was made for the input"
+  del t
+  dev.allocator.free_cache()
+  dev.synchronize()
+  assert buf.views is None and buf.block is None
