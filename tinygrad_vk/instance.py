@@ -218,7 +218,7 @@ class PhysicalDevice:
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
-      out.add("fillx")   # its SIMD vectors run along local x only
+      out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
       # buffer with one gather: a float ~0.8 ns per 8 lanes against ~8 (scripts/load_cost.py)
       if self.texel_format_ok(): out.add("texel")

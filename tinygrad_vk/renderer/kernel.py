@@ -1,7 +1,8 @@
 """What both renderers (GLSL and SPIR-V) do around their own lowering, so that they agree with each other and with the runtime:
   * `extra_matcher(caps)`: the UOp rewrites before rendering (what Vulkan's shading languages lack, bfloat16 in float,
     sin without int64 (sin32.py), half without shaderFloat16 (half.py), 8/16-bit packing (packing.py), reductions that read no
-    launch index computed once per workgroup (hoist.py), the loop budget (loops.py), local dims merged into x (simd.py));
+    launch index computed once per workgroup (hoist.py), the loop budget (loops.py), local dims merged into x (simd.py), bigger
+    register tiles (tile.py));
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
   * `plan_kernel`: the declaration plan of a kernel's buffers and scalars under the kernel ABI (abi.py, which the runtime packs):
     per slot its descriptor binding or push-constant address, the element type it is declared with, whether it is written;
@@ -26,6 +27,7 @@ from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
+from tinygrad_vk.renderer.tile import pm_tile
 from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, VIEW_OFFSET
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
@@ -58,7 +60,7 @@ nan_bits_matcher = PatternMatcher([
 
 def extra_matcher(caps:Caps) -> PatternMatcher:
   pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + create_non_native_float_pats((dtypes.bfloat16,)) + \
-    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_hoist + pm_loop_budget + pm_fill_x
+    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_hoist + pm_loop_budget + pm_fill_x + pm_tile
   # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
   return sin32_matcher + pm if keeps_sin(caps) else pm
 

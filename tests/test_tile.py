@@ -1,0 +1,48 @@
+"""On llvmpipe (the "tile" flag) an invocation of a reduction in loops does the work of 2, 4 or 8 launch indices, sharing the loads
+that do not depend on them (tinygrad_vk/renderer/tile.py): tinygrad's 4x4 matmul tiles become up to 8x16. The structure checks run
+on llvmpipe and fail under VULKAN_DISABLE=tile; the values are checked on any device."""
+from dataclasses import replace
+import numpy as np
+import pytest
+from tinygrad import Tensor, Device, TinyJit
+from tinygrad.uop.ops import Ops
+from tinygrad.codegen import to_program
+
+LLVMPIPE = "tile" in Device["VULKAN"].phys.flags()   # the driver has the path, whatever VULKAN_DISABLE says
+_rng = np.random.default_rng(37)   # its own stream: util.data's shared one stays as other files expect it
+def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+def groups(t:Tensor, flags) -> list[int]:
+  """Workgroups of each kernel realizing t would run, rendered with these flags."""
+  ren = Device["VULKAN"].renderer
+  r = type(ren)(replace(ren.target, arch=replace(ren.caps, flags=flags).encode()))
+  return [int(np.prod(to_program(c.src[0], r).arg.global_size)) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+
+@pytest.mark.parametrize("m,k,n", [(512, 512, 512), (40, 301, 128), (64, 1001, 96), (37, 45, 23)])
+def test_matmul_tiles(m, k, n):
+  a, b = data((m, k)), data((k, n))
+  if LLVMPIPE and m % 16 == 0 and n % 16 == 0:
+    flags = Device["VULKAN"].renderer.caps.flags
+    tiled, plain = groups(Tensor(a) @ Tensor(b), flags), groups(Tensor(a) @ Tensor(b), flags - {"tile"})
+    assert tiled[-1] < plain[-1], (tiled, plain)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=2e-4)
+
+def test_reductions_keep_their_values():
+  # a batched matmul, a conv (padded: gated loads inside the loops), a max and a sum along an axis: coarsened or not, every element
+  x, w = data((4, 8, 33, 30)), data((16, 8, 3, 3))
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  ref = sum(np.einsum("bchw,oc->bohw", xp[:, :, i:i + 33, j:j + 30], w[:, :, i, j]) for i in range(3) for j in range(3))
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).numpy(), ref, rtol=1e-4, atol=2e-4)
+  a, b = data((6, 64, 70)), data((6, 70, 48))
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=2e-4)
+  y = data((96, 1003))
+  np.testing.assert_allclose(Tensor(y).max(1).numpy(), y.max(1))
+  np.testing.assert_allclose(Tensor(y).sum(0).numpy(), y.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+
+def test_tiles_in_a_graph():
+  # a TinyJit graph replays the coarsened kernels with new inputs
+  @TinyJit
+  def f(a:Tensor, b:Tensor) -> Tensor: return (a @ b).relu().realize()
+  for i in range(4):
+    a, b = data((64, 96)), data((96, 128))
+    np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-4, atol=2e-4, err_msg=f"call {i}")

@@ -1,0 +1,69 @@
+"""Bigger register tiles for the reductions of a driver whose loads are dearer than its arithmetic (llvmpipe), for every renderer.
+
+tinygrad's heuristic stops at 4x4 outputs per invocation (two upcasts of at most 4), and its optimizer has no hook for a backend's
+tile size. On llvmpipe a load costs a SIMD vector several FMAs even through a texel buffer, so a matmul is bound by its loads per
+output: an 8x8 or 8x16 tile reads each loaded value 2-4x more often (scripts/load_cost.py; a 512 matmul on one core: 4x4 10.9,
+8x8 20.6, 8x16 23.9 GFLOP/s). `pm_tile` (for the renderer's `extra_matcher`, last: it takes the kernel the other passes leave)
+coarsens a kernel that reduces in loops: invocation (gidx_d = 2x + c) does the work of two, c = 0 and 1, in one body. Loads that do
+not depend on gidx_d become one (the UOp graph is hash-consed), the copies' accumulators are REG buffers of their own and their
+loop bodies share each loop (one END). It doubles along the launch dimension whose loads the two copies share most, while the
+accumulators stay within TILE_REGS and enough workgroups stay for the driver's threads. Only on devices with the "tile" flag
+(llvmpipe); `VULKAN_DISABLE=tile` turns it off. Kernels with shared memory or barriers are left alone: their workgroups share
+memory by gidx.
+"""
+from __future__ import annotations
+from dataclasses import replace
+from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
+from tinygrad.dtype import AddrSpace, dtypes
+from tinygrad.helpers import prod
+from tinygrad_vk.caps import Caps
+from tinygrad_vk.renderer.loops import _int, _special
+
+TILE_REGS = 128      # accumulator elements per invocation at most (an 8x16 tile)
+MAX_UOPS = 6000      # a kernel this big is not doubled again: compile time grows with it
+
+def _flat(srcs) -> tuple[UOp, ...]: return tuple(dict.fromkeys(x for s in srcs for x in (s.src if s.op is Ops.GROUP else (s,))))
+
+def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
+  """Each invocation does the work of two along g: gidx = 2 * gidx' + c for c = 0, 1."""
+  half = _special(g.arg, int(g.src[0].arg) // 2)
+  base = max(r.arg.slot for r in regs) + 1
+  fresh = {r: r.replace(arg=replace(r.arg, slot=base + i)) for i, r in enumerate(regs)}
+  topo = list(sink.toposort())
+  dep = {}
+  for u in topo: dep[u] = u is g or u in fresh or any(dep[s] for s in u.src)
+  new: list[dict[UOp, UOp]] = [{}, {}]
+  for u in topo:
+    if u is sink: break
+    for c in (0, 1):
+      if not dep[u]: new[c][u] = u
+      elif u is g: new[c][u] = half * _int(2) + _int(c) if c else half * _int(2)
+      elif u in fresh: new[c][u] = fresh[u] if c else u
+      elif u.op is Ops.END:   # both copies' bodies close the same loop
+        new[c][u] = new[0][u] if c else u.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[k][u.src[0]] for k in (0, 1))),
+                                                       *(new[0][s] for s in u.src[1:])))
+      else: new[c][u] = u.replace(src=tuple(new[c][s] for s in u.src))
+  return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[c][s] for c in (0, 1) for s in sink.src)),))
+
+def tile(sink:UOp, caps:Caps) -> UOp|None:
+  topo = list(sink.toposort())
+  if len(topo) > MAX_UOPS or any(u.op is Ops.BARRIER or (u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL) for u in topo): return None
+  regs = [u for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.REG]
+  if not regs or 2 * sum(r.max_numel() for r in regs) > TILE_REGS: return None
+  glob = [u for u in topo if u.op is Ops.SPECIAL and u.arg.startswith("gidx")]
+  groups = prod(int(u.src[0].vmax) for u in glob)
+  # the global loads inside loops, a vector load counted by its lanes
+  in_loop: dict[UOp, bool] = {}
+  for u in topo: in_loop[u] = u.op is Ops.RANGE or any(in_loop[s] for s in u.src)
+  loads = [u for u in topo if u.op is Ops.LOAD and in_loop[u.src[0]] and u.src[0].addrspace == AddrSpace.GLOBAL]
+  best, shared = None, 0
+  for g in glob:
+    if g.src[0].op is not Ops.CONST or int(g.src[0].arg) % 2 or groups // 2 < 2 * max(caps.threads, 1): continue
+    # a loop whose trip count depends on g would be two loops, not one shared by both copies
+    if any(u.op is Ops.RANGE and g in u.backward_slice for u in topo): continue
+    if (n := sum(l.src[0].max_numel() for l in loads if g not in l.backward_slice)) > shared: best, shared = g, n
+  return None if best is None else coarsen(sink, best, regs)
+
+pm_tile = PatternMatcher([
+  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: tile(sink, ctx.caps) if "tile" in ctx.caps else None),
+])
