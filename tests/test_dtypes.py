@@ -163,3 +163,21 @@ assert Tensor(h.view(np.int16)).bitcast(dtypes.half).numpy().view(np.uint16).tol
 np.testing.assert_allclose(Tensor(h[:3]).abs().log2().numpy(), np.log2(np.abs(h[:3]).astype(np.float32)), rtol=1e-3)
 print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_half_in_words_cast_rounds(ren):
+  # a cast into half gives a half value: without shaderFloat16 (renderer/half.py) it used to only clamp to half's range, so
+  # a.half() * b.half() multiplied float inputs (365 of 1031 products off by an ulp; tinygrad's test_gemm_fp16 0.008 off)
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device
+assert "f16" not in Device["VULKAN"].caps
+rng = np.random.default_rng(0)
+x, y = rng.uniform(-3, 3, 1031).astype(np.float32), rng.uniform(-3, 3, 1031).astype(np.float32)
+i = rng.integers(-5000, 5000, 1031).astype(np.int32)
+out = (Tensor(x).half() * Tensor(y).half()).numpy()
+assert out.view(np.uint16).tolist() == (x.astype(np.float16) * y.astype(np.float16)).view(np.uint16).tolist()
+out = (Tensor(i).half() + Tensor(y).half()).numpy()   # int -> half rounds too (2049 -> 2048)
+assert out.view(np.uint16).tolist() == (i.astype(np.float16) + y.astype(np.float16)).view(np.uint16).tolist()
+print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

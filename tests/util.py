@@ -21,7 +21,7 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
   return rng.uniform(lo, hi, size=shape).astype(dtype)
 
 def in_words(dt) -> bool:
-  """half without shaderFloat16: computed in float, rounded once where stored (renderer/half.py); no vector accesses of it."""
+  """half without shaderFloat16: computed in float, rounded where stored or cast to half (renderer/half.py); no vector accesses of it."""
   from tinygrad import dtypes
   return dt == dtypes.half and "f16" not in Device["VULKAN"].caps
 

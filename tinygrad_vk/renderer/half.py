@@ -1,6 +1,7 @@
-"""half on devices without shaderFloat16: values computed in float, memory in 16-bit words (packed in 32-bit words by packing.py
-where 16-bit storage is missing too), converted bit-exactly, denormals included (h2f, f2h; tinygrad's own f2f flushes them). The
-renderers then declare half supported on every device, so tinygrad keeps it in the kernels instead of emulating it.
+"""half on devices without shaderFloat16: values computed in float (a cast into half rounds to half), memory in 16-bit words
+(packed in 32-bit words by packing.py where 16-bit storage is missing too), converted bit-exactly, denormals included (h2f, f2h;
+tinygrad's own f2f flushes them). The renderers then declare half supported on every device, so tinygrad keeps it in the kernels
+instead of emulating it.
 
 tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
 same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
@@ -53,7 +54,14 @@ def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
   if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
   return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
 
+def _cast(ctx, x:UOp, val:UOp) -> UOp|None:
+  """A cast into half: its value rounded to half (tinygrad's rule only clamps to half's range, leaving float's mantissa, so
+  `a.half() * b.half()` multiplied unrounded inputs)."""
+  if x.dtype != ctx[0]: return None
+  return h2f(f2h(val if val.dtype == ctx[1] else val.cast(ctx[1])))
+
 pm_half = PatternMatcher([
+  (UPat(Ops.CAST, dtypes.floats, src=(UPat.var("val"),), name="x"), _cast),
   (UPat(Ops.AFTER, name="x"), lambda ctx,x: x.replace(dtype=(b := _rw(ctx, x.src[0])).dtype, src=(b, *x.src[1:])) if x.dtype == ctx[0] else None),
   (UPat((Ops.INDEX, Ops.SHRINK), src=(UPat(GroupOp.All-{Ops.LOAD, Ops.STACK}),), allow_any_len=True, name="x"), lambda ctx,x:
    UOp(x.op, src=(_rw(ctx, x.src[0]), *x.src[1:]), arg=x.arg, tag=ctx[0]) if x.dtype == ctx[0] else None),
