@@ -2,6 +2,7 @@
 (renderer/kernel.py texel_slots): gallivm loads a storage buffer lane by lane, a texel buffer with one gather. The runtime binds an
 R32_UINT view of each buffer range, made once and destroyed with the buffer (program.py, memory.py). The structure checks run on
 llvmpipe and fail under VULKAN_DISABLE=texel; the values are checked on any device and path."""
+import functools
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, TinyJit, dtypes
@@ -16,6 +17,7 @@ _rng = np.random.default_rng(31)   # its own stream: util.data's shared one stay
 def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 def texel_reads(src:str) -> int: return src.count("OpImageRead" if is_spirv(src) else "imageLoad(")
+def texel_buffers(src:str) -> int: return src.count("OpVariable %puc_img" if is_spirv(src) else "uimageBuffer ")
 
 def test_matmul_reads_texels():
   # both inputs read only: texel buffers; the output a storage buffer. 37 x 301 @ 301 x 45: no size a multiple of the tiles
@@ -75,3 +77,13 @@ def test_views_freed_with_their_buffer():
   dev.allocator.free_cache()
   dev.synchronize()
   assert buf.views is None and buf.block is None
+
+def test_at_most_max_texels():
+  # 20 inputs: the first MAX_TEXELS are texel buffers, the rest storage buffers (llvmpipe slows down past 15, kernel.MAX_TEXELS)
+  from tinygrad_vk.renderer.kernel import MAX_TEXELS
+  xs = [data(1001) for _ in range(20)]
+  def out(): return functools.reduce(lambda p, q: p + q, [Tensor(x) for x in xs])
+  if bound(*xs):
+    src = kernel_sources(out())[-1]
+    assert texel_buffers(src) == MAX_TEXELS, src[:3000]
+  np.testing.assert_allclose(out().numpy(), np.sum(np.stack(xs).astype(np.float64), 0), rtol=1e-5, atol=1e-5)

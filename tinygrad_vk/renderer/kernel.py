@@ -286,11 +286,16 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
   return replace(plan, reach=reach, split=split)
 
+# texel buffers per kernel at most: measured on Mesa 22.3, a 20-input sum ran 440 us with 15 of them texel buffers, 650-760 us
+# with 16 to 20, 600 us with none (scripts/bench.py's 21-buffer kernel)
+MAX_TEXELS = 15
+
 def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
   """The plan with the slots read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a branch
   and a bounds check each, a texel buffer with one gather (~10x cheaper a float, scripts/load_cost.py). A slot qualifies when the
   kernel only reads it, through a descriptor of an unwindowed kernel, every access a 32-bit element (one texel of R32_UINT, the
-  one format: each type is read as its bits) and its binding within maxTexelBufferElements. Its vector accesses read lanes."""
+  one format: each type is read as its bits) and its binding within maxTexelBufferElements; the first MAX_TEXELS of them. Its
+  vector accesses read lanes."""
   caps = plan.caps
   if "texel" not in caps or plan.abi.windowed: return plan
   ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
@@ -299,6 +304,7 @@ def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
     if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
     accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
     ok -= {a.slot for a in accs if a.dtype.itemsize != 4 or a.k != 1}
+  ok = set(sorted(ok)[:MAX_TEXELS])
   return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()}) if ok else plan
 
 # ---- the renderers' common part
