@@ -181,3 +181,20 @@ out = (Tensor(i).half() + Tensor(y).half()).numpy()   # int -> half rounds too (
 assert out.view(np.uint16).tolist() == (i.astype(np.float16) + y.astype(np.float16)).view(np.uint16).tolist()
 print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_half_in_words_accumulator_rounds(ren):
+  # a half accumulator (sum(dtype=half)) rounds to half on every step, as with shaderFloat16: without it (renderer/half.py) the
+  # register holds the 16-bit bits, rounded on each store; a float register would give the float sums
+  r = run_python("""
+import numpy as np
+from tinygrad import Tensor, Device, dtypes
+assert "f16" not in Device["VULKAN"].caps
+x = np.random.default_rng(0).uniform(1, 2, (5, 37)).astype(np.float16)
+seq = np.zeros(5, np.float16)
+for j in range(37): seq = seq + x[:, j]   # half additions in order, each rounded
+assert (seq.astype(np.float32) != x.astype(np.float32).sum(axis=1)).all()
+assert Tensor(x).sum(axis=1, dtype=dtypes.half).numpy().view(np.uint16).tolist() == seq.view(np.uint16).tolist()
+assert Tensor(np.full(4099, 1, np.float16)).sum(dtype=dtypes.half).numpy() == 2048   # 2048 + 1 rounds back to 2048
+print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

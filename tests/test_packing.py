@@ -79,6 +79,12 @@ idx = rng.integers(0, 10, 77).astype(np.int32)
 eq(Tensor(idx).one_hot(10).numpy(), np.eye(10, dtype=np.int32)[idx], "one_hot")
 eq(tx.masked_select(m).numpy(), x[x > y], "masked_select")
 eq(Tensor(x > 0).cast(dtypes.float32).numpy(), (x > 0).astype(np.float32), "bool in")
+# chains of six packed fields (tinygrad's repeat tests): one expression of six byte fields, each cut from its word
+bs = [rng.random(1031) < 0.5 for _ in range(6)]
+for name, f in (("and", np.logical_and), ("or", np.logical_or), ("xor", np.logical_xor)):
+  got, exp = Tensor(bs[0]), bs[0]
+  for b in bs[1:]: got, exp = getattr(got, f"__{name}__")(Tensor(b)), f(exp, b)
+  eq(got.numpy(), exp, f"{name} of 6")
 """, env)
 
 @pytest.mark.parametrize("env", ENVS, ids=IDS)

@@ -83,7 +83,8 @@ def test_at_most_max_texels():
   from tinygrad_vk.renderer.kernel import MAX_TEXELS
   xs = [data(1001) for _ in range(20)]
   def out(): return functools.reduce(lambda p, q: p + q, [Tensor(x) for x in xs])
-  if bound(*xs):
+  # with fewer storage-buffer descriptors than its 21 buffers (VULKAN_PROFILE=min: 4) the kernel is windowed, which reads no texels
+  if bound(*xs) and Device["VULKAN"].caps.bufs >= 21:
     src = kernel_sources(out())[-1]
     assert texel_buffers(src) == MAX_TEXELS, src[:3000]
   np.testing.assert_allclose(out().numpy(), np.sum(np.stack(xs).astype(np.float64), 0), rtol=1e-5, atol=1e-5)
