@@ -25,7 +25,7 @@ FLAGS = {
   "fillx": "local dims merged into x when x is narrower than a SIMD vector: the driver packs invocations along x only (llvmpipe; renderer/simd.py)",
   "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
            "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (a renderer and runtime path; renderer/kernel.py)",
-  "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 128 accumulators: "
+  "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/tile.py)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
            "off: each its own, the inputs past the descriptors gathered by copies; program.py `place`)",
