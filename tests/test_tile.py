@@ -22,9 +22,10 @@ def groups(t:Tensor, flags) -> list[int]:
 def test_matmul_tiles(m, k, n):
   a, b = data((m, k)), data((k, n))
   if LLVMPIPE and m % 16 == 0 and n % 16 == 0:
-    flags = Device["VULKAN"].renderer.caps.flags
-    tiled, plain = groups(Tensor(a) @ Tensor(b), flags), groups(Tensor(a) @ Tensor(b), flags - {"tile"})
-    assert tiled[-1] < plain[-1], (tiled, plain)
+    caps = Device["VULKAN"].renderer.caps
+    tiled, plain = groups(Tensor(a) @ Tensor(b), caps.flags), groups(Tensor(a) @ Tensor(b), caps.flags - {"tile"})
+    # a doubling keeps at least two workgroups per llvmpipe thread (tile.py): a launch of fewer stays as it is
+    if plain[-1] >= 4 * max(caps.threads, 1): assert tiled[-1] < plain[-1], (tiled, plain)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=2e-4)
 
 def test_reductions_keep_their_values():
