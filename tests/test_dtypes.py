@@ -147,11 +147,16 @@ def test_bitcast_to_every_same_size_type(dt):
     ref = x.view(_to_np_dtype(d))
     np.testing.assert_array_equal(Tensor(x).bitcast(d).numpy(), ref, err_msg=f"{dt} -> {d}")
 
+def in_words_run(code:str, ren:str):
+  """Run code under VULKAN_PROFILE=min (no shaderFloat16: half in words, renderer/half.py) on renderer ren, in a fresh process."""
+  r = run_python(code + 'print("ok")', {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_keeps_denormals(ren):
   # half without shaderFloat16 (renderer/half.py) converts denormals exactly both ways, as a device with it (and CPU) does:
   # tinygrad's own conversion flushed them (log2 of a denormal half was -inf)
-  r = run_python("""
+  in_words_run("""
 import numpy as np
 from tinygrad import Tensor, Device, dtypes
 assert "f16" not in Device["VULKAN"].caps
@@ -161,14 +166,13 @@ assert (Tensor(h) * 1).numpy().view(np.uint16).tolist() == h.view(np.uint16).tol
 assert Tensor(x).cast(dtypes.half).numpy().view(np.uint16).tolist() == h.view(np.uint16).tolist()  # float -> half, round to nearest even
 assert Tensor(h.view(np.int16)).bitcast(dtypes.half).numpy().view(np.uint16).tolist() == h.view(np.uint16).tolist()
 np.testing.assert_allclose(Tensor(h[:3]).abs().log2().numpy(), np.log2(np.abs(h[:3]).astype(np.float32)), rtol=1e-3)
-print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
-  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""", ren)
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_cast_rounds(ren):
   # a cast into half gives a half value: without shaderFloat16 (renderer/half.py) it used to only clamp to half's range, so
   # a.half() * b.half() multiplied float inputs (365 of 1031 products off by an ulp; tinygrad's test_gemm_fp16 0.008 off)
-  r = run_python("""
+  in_words_run("""
 import numpy as np
 from tinygrad import Tensor, Device
 assert "f16" not in Device["VULKAN"].caps
@@ -179,14 +183,13 @@ out = (Tensor(x).half() * Tensor(y).half()).numpy()
 assert out.view(np.uint16).tolist() == (x.astype(np.float16) * y.astype(np.float16)).view(np.uint16).tolist()
 out = (Tensor(i).half() + Tensor(y).half()).numpy()   # int -> half rounds too (2049 -> 2048)
 assert out.view(np.uint16).tolist() == (i.astype(np.float16) + y.astype(np.float16)).view(np.uint16).tolist()
-print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
-  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""", ren)
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_accumulator_rounds(ren):
   # a half accumulator (sum(dtype=half)) rounds to half on every step, as with shaderFloat16: without it (renderer/half.py) the
   # register holds the 16-bit bits, rounded on each store; a float register would give the float sums
-  r = run_python("""
+  in_words_run("""
 import numpy as np
 from tinygrad import Tensor, Device, dtypes
 assert "f16" not in Device["VULKAN"].caps
@@ -196,5 +199,4 @@ for j in range(37): seq = seq + x[:, j]   # half additions in order, each rounde
 assert (seq.astype(np.float32) != x.astype(np.float32).sum(axis=1)).all()
 assert Tensor(x).sum(axis=1, dtype=dtypes.half).numpy().view(np.uint16).tolist() == seq.view(np.uint16).tolist()
 assert Tensor(np.full(4099, 1, np.float16)).sum(dtype=dtypes.half).numpy() == 2048   # 2048 + 1 rounds back to 2048
-print("ok")""", {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
-  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""", ren)
