@@ -108,6 +108,26 @@ print("ok")""", {**env, "VULKAN_DUMP": str(tmp_path)})
   mods = [f.read_text() for f in tmp_path.glob("*.spvasm")]
   assert len(mods) >= 3 and not [m for m in mods if "OpTypeFloat 16" in m or "OpTypeInt 64" in m], len(mods)
 
+INT64_VARS = """
+import numpy as np
+from tinygrad import Tensor, Variable, dtypes
+x = np.random.default_rng(2).integers(-1000, 1000, 1031)
+for dt, npdt, vals in ((dtypes.long, np.int64, (-2**35 - 7, 5, 2**40 + 2**33 + 1)), (dtypes.ulong, np.uint64, (2**35 + 7, 5, 2**62 - 3))):
+  v, xs = Variable("v", min(vals), max(vals), dtype=dt), np.abs(x).astype(npdt) if dt == dtypes.ulong else x.astype(npdt)
+  for val in vals:
+    t, b = Tensor(xs), v.bind(val)
+    with np.errstate(over="ignore"):
+      np.testing.assert_array_equal((t * b + b // 3 + (b >> 7)).numpy(), xs * npdt(val) + npdt(val) // npdt(3) + (npdt(val) >> npdt(7)))
+print("ok")"""
+
+@pytest.mark.parametrize("env", [{}, {"VULKAN_DISABLE": "i64"}], ids=["device", "no-int64"])
+def test_int64_vars(env, tmp_path):
+  # a 64-bit Variable over 32 bits, both signs; without shaderInt64 it reaches the kernel as two push-constant words
+  # (renderer/packing.py var_words: tinygrad's own int-pair rules take a var for a buffer and fail)
+  r = run_python(INT64_VARS, {**env, "VULKAN_DUMP": str(tmp_path)})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+  if env: assert not [f for f in tmp_path.glob("*.spvasm") if "OpTypeInt 64" in f.read_text()]
+
 def test_bfloat16():
   x = data(777, np.float32)
   # bf16 keeps the top 16 bits of a float32, rounded to nearest even
@@ -199,4 +219,48 @@ for j in range(37): seq = seq + x[:, j]   # half additions in order, each rounde
 assert (seq.astype(np.float32) != x.astype(np.float32).sum(axis=1)).all()
 assert Tensor(x).sum(axis=1, dtype=dtypes.half).numpy().view(np.uint16).tolist() == seq.view(np.uint16).tolist()
 assert Tensor(np.full(4099, 1, np.float16)).sum(dtype=dtypes.half).numpy() == 2048   # 2048 + 1 rounds back to 2048
+""", ren)
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_bfloat16_in_words(ren):
+  # bfloat16 without shaderInt16 (renderer/half.py, as half): declared supported, so tinygrad's tests of it run; a cast into it
+  # rounds to nearest even, stores round once, an accumulator rounds on every step
+  in_words_run("""
+import numpy as np
+from tinygrad import Tensor, Device, dtypes
+assert "i16" not in Device["VULKAN"].caps and dtypes.bfloat16 in Device["VULKAN"].renderer.supported_dtypes()
+def bf(x):   # float32 -> bfloat16 bits, round to nearest even (no NaN here)
+  u = np.asarray(x, np.float32).view(np.uint32)
+  return ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+def f(b): return (b.astype(np.uint32) << 16).view(np.float32)
+rng = np.random.default_rng(0)
+x, y = rng.uniform(-3, 3, 1031).astype(np.float32), rng.uniform(-3, 3, 1031).astype(np.float32)
+assert Tensor(x).cast(dtypes.bfloat16).bitcast(dtypes.ushort).numpy().tolist() == bf(x).tolist()
+out = (Tensor(x).cast(dtypes.bfloat16) * Tensor(y).cast(dtypes.bfloat16)).bitcast(dtypes.ushort).numpy()
+assert out.tolist() == bf(f(bf(x)) * f(bf(y))).tolist()
+a = f(bf(rng.uniform(1, 2, (5, 37))))
+seq = np.zeros(5, np.float32)
+for j in range(37): seq = f(bf(seq + a[:, j]))   # bfloat16 additions in order, each rounded
+assert (seq != a.sum(axis=1)).all()
+assert Tensor(a).cast(dtypes.bfloat16).sum(axis=1, dtype=dtypes.bfloat16).bitcast(dtypes.ushort).numpy().tolist() == bf(seq).tolist()
+""", ren)
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+def test_half_in_words_ops_round(ren):
+  # every op on half values rounds its result to half, as with shaderFloat16 (and on CPU): without it (renderer/half.py) products
+  # stayed float up to the store, so x % 1.25 of multiples of 1.25 (x * half(0.8) just under the integer in float, on it in half)
+  # gave 1.25; and a bfloat16 chain rounds per op as with shaderInt16
+  in_words_run("""
+import numpy as np
+from tinygrad import Tensor, Device, dtypes
+assert "f16" not in Device["VULKAN"].caps and "i16" not in Device["VULKAN"].caps
+x = (np.arange(-40, 41) * 1.25).astype(np.float16)
+assert ((Tensor(x) % 1.25).numpy() == 0).all()
+y = np.random.default_rng(0).uniform(-3, 3, 1031).astype(np.float16)
+ref = (y * np.float16(3) + np.float16(1)) * y - y   # numpy rounds each half op
+assert ((Tensor(y) * 3 + 1) * Tensor(y) - Tensor(y)).numpy().view(np.uint16).tolist() == ref.view(np.uint16).tolist()
+def bf(v): u = np.asarray(v, np.float32).view(np.uint32); return (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+b = bf(y.astype(np.float32))
+out = (Tensor(b).cast(dtypes.bfloat16) * 3 + 1).float().numpy()
+assert out.view(np.uint32).tolist() == bf(bf(b * 3) + 1).view(np.uint32).tolist()
 """, ren)

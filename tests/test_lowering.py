@@ -1,10 +1,12 @@
 """Regression tests for the lowering (renderer/glsl.py, renderer/spirv.py): each one failed before its fix in the GLSL renderer, and runs on
 whichever renderer DEV picks. Every element is checked against numpy."""
 import numpy as np
+import pytest
+from tinygrad import Device
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows, in_words
+from util import run_kernel, run_python, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows, in_words
 
 rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
@@ -17,7 +19,7 @@ def as_np(b:Buffer, npdt) -> np.ndarray: return np.frombuffer(b.as_memoryview(),
 # The buffers are themselves Buffer.views one word past minStorageBufferOffsetAlignment: bound at a non-zero descriptor offset,
 # with the element offset _o = 1 in the push constants, through a pipeline variant (BindSpy checks both).
 
-@needs(dtypes.uint64)
+@pytest.mark.skipif("i64" not in Device["VULKAN"].caps, reason="a 64-bit view of a uint32 buffer needs shaderInt64 (not split into pairs)")
 def test_view_wide_load(monkeypatch):
   """uint64 elements read through a view of a uint32 buffer at an odd word: each put together from two words."""
   spy, W = BindSpy(monkeypatch), bind_align() // 4
@@ -29,6 +31,21 @@ def test_view_wide_load(monkeypatch):
   run_kernel([o.index(r).store(s.shrink(((3, 2*N+3),)).bitcast(dtypes.uint64).index(r)).end(r)], [src, out])
   np.testing.assert_array_equal(as_np(out, np.uint64), base_np[W+4:W+4+2*N].view(np.uint64))
   assert spy.offset_bound(0) and spy.variant_used(0)
+
+def test_view_wide_load_refused_without_int64():
+  """Without shaderInt64 int64 is split into 32-bit pairs; a 64-bit view of a uint32 buffer is not, and is refused by name."""
+  r = run_python("""
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import dtypes
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType
+from util import run_kernel
+src, out = Buffer("VULKAN", 20, dtypes.uint32, initial_value=np.arange(20, dtype=np.uint32).tobytes()), Buffer("VULKAN", 4, dtypes.uint64).allocate()
+s, o, r = UOp.param(0, dtypes.uint32, (20,)), UOp.param(1, dtypes.uint64, (4,)), UOp.range(4, 0, AxisType.LOOP)
+try: run_kernel([o.index(r).store(s.shrink(((3, 11),)).bitcast(dtypes.uint64).index(r)).end(r)], [src, out])
+except Exception as e: print(type(e).__name__, e)""", {"VULKAN_DISABLE": "i64"})
+  assert "CompileError" in r.stdout and "64-bit view" in r.stdout, r.stdout + r.stderr
 
 @needs(dtypes.float64)
 def test_view_wide_store(monkeypatch):

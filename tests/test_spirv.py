@@ -53,8 +53,7 @@ def test_elementwise_every_dtype(dt):
   with np.errstate(all="ignore"):
     for name, f in ops.items():
       out = both(lambda: f(Tensor(a), Tensor(b)))
-      ra, rb = (a.astype(np.float32), b.astype(np.float32)) if in_words(dt) else (a, b)   # half in words: rounded once, at the store
-      ref = f(ra, rb) if name not in ("idiv", "mod") or not dtypes.is_int(dt) else (a // b if name == "idiv" else a % b)
+      ref = f(a, b) if name not in ("idiv", "mod") or not dtypes.is_int(dt) else (a // b if name == "idiv" else a % b)
       ref = np.asarray(ref).astype(out["SPIRV"].dtype)
       same_bits(out, ref, **(TOL[npdt] if name == "div" else {}))
 
@@ -130,7 +129,7 @@ def test_views_and_float4(dt):
   t = Tensor(base).realize()
   if dt != dtypes.uchar and dt in NATIVE and not in_words(dt):   # 8-bit types and half in words have no vector accesses
     assert any(shows(s, "vec4_var") for s in spirv_sources(t[:4 * 257] + t[4:4 * 257 + 4])), "expected a vec4 variable"
-  ref_dt = np.float32 if dt not in NATIVE or in_words(dt) else npdt   # half in words: computed in float, rounded once where stored
+  ref_dt = np.float32 if dt not in NATIVE else npdt
   with np.errstate(all="ignore"):
     for start in range(5):   # the views' element offsets inside their bindings: 0..3, then 0 again
       same_bits(both(lambda: t[start:start + 4 * 257] * 3 + t[start + 3:start + 3 + 4 * 257]),

@@ -26,12 +26,12 @@ def in_words(dt) -> bool:
   return dt == dtypes.half and "f16" not in Device["VULKAN"].caps
 
 def missing(*dts) -> str:
-  """'' when VULKAN has these dtypes (natively or packed in 32-bit words), else which it has not and the Vulkan feature each
+  """'' when VULKAN has these dtypes (natively, packed in 32-bit words or as int pairs), else which it has not and the Vulkan feature each
   needs: under VULKAN_PROFILE or VULKAN_DISABLE a dtype may be emulated by tinygrad or refused."""
-  from tinygrad_vk.caps import DTYPE_RULES, FLAGS, dtype_support
+  from tinygrad_vk.caps import DTYPE_RULES, FLAGS, SUPPORTED, dtype_support
   names = [repr(d)[len("dtypes."):] for d in dts]
   return ", ".join(f"needs {n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in names
-                   if dtype_support(n, Device["VULKAN"].caps) not in ("native", "packed"))
+                   if dtype_support(n, Device["VULKAN"].caps) not in SUPPORTED)
 
 def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 

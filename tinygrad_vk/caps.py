@@ -184,9 +184,10 @@ def _tighter(k:str, a, b):
   if isinstance(a, tuple): return tuple(min(x, y) for x, y in zip(a, b))
   return max(a, b) if k in LOWER_BOUND else min(a, b)
 
-# tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, else "packed" / "emulated" / "refused", why).
-# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits (renderer/packing.py); emulated: tinygrad rewrites it
-# into other types (half and fp8 into 16/8-bit words, then packed where needed; long into int pairs)
+# tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, else "packed" / "pairs" / "emulated" / "refused", why).
+# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits (renderer/packing.py); pairs: int64 as 32-bit pairs
+# (renderer/packing.py); emulated: tinygrad rewrites it into other types (fp8 into bytes computed in float). The renderers declare
+# the first three supported.
 NEVER = "never"   # no flag makes the fp8 types native
 DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "bool": ("s8", "packed", "without storageBuffer8BitAccess"),
@@ -195,16 +196,18 @@ DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "short": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
   "ushort": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
   "int": (None, "", ""), "uint": (None, "", ""), "float": (None, "", ""),
-  "long": ("i64", "emulated", "int pairs without shaderInt64"),
-  "ulong": ("i64", "emulated", "int pairs without shaderInt64"),
+  "long": ("i64", "pairs", "int pairs without shaderInt64"),
+  "ulong": ("i64", "pairs", "int pairs without shaderInt64"),
   "double": ("f64", "refused", "needs shaderFloat64"),
   "half": ("f16", "packed", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess (renderer/half.py)"),
-  "bfloat16": ("i16", "emulated", "16-bit words computed in float, flushing denormals, without shaderInt16 + storageBuffer16BitAccess"),
+  "bfloat16": ("i16", "packed", "16-bit words computed in float without shaderInt16 + storageBuffer16BitAccess (renderer/half.py)"),
   "fp8e4m3": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2": (NEVER, "emulated", "bytes computed in float"),
   "fp8e4m3fnuz": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2fnuz": (NEVER, "emulated", "bytes computed in float"),
 }
 
+SUPPORTED = ("native", "packed", "pairs")   # what the renderers declare in supported_dtypes()
+
 def dtype_support(name:str, caps:Caps) -> str:
-  """'native', 'packed' (in 32-bit words, renderer/packing.py), 'emulated' (tinygrad rewrites it into other types) or 'refused'."""
+  """'native', 'packed' (in 32-bit words), 'pairs' (int64 in 32-bit pairs), 'emulated' (tinygrad rewrites it) or 'refused'."""
   native, other, _ = DTYPE_RULES[name]
   return "native" if native is None or native in caps else other

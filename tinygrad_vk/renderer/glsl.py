@@ -23,7 +23,7 @@ from tinygrad.helpers import strip_parens
 from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words
 from tinygrad_vk.renderer.views import MEMORY
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
@@ -232,7 +232,8 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     names = {u: name for name, (u, _) in bufs}
     plan, aliases = self.plan, self.aliases
     pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
-    pc += [(off, f"layout(offset={off}) {TYPES[u.dtype]} {names[u]};") for u, off in plan.vars]
+    pc += [(off, f"layout(offset={off}) {'uint' if var_in_words(u) else TYPES[u.dtype]} {names[u]}{'[2]' if var_in_words(u) else ''};")
+           for u, off in plan.vars]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
              if any(b.address is not None for b in plan.bufs.values()) else [])),

@@ -1,7 +1,8 @@
-"""half on devices without shaderFloat16: values computed in float (a cast into half rounds to half), memory in 16-bit words
-(packed in 32-bit words by packing.py where 16-bit storage is missing too), converted bit-exactly, denormals included (h2f, f2h;
-tinygrad's own f2f flushes them). The renderers then declare half supported on every device, so tinygrad keeps it in the kernels
-instead of emulating it.
+"""half on devices without shaderFloat16, and bfloat16 on devices without shaderInt16: values computed in float (a cast into
+the type rounds to it), memory in 16-bit words (packed in 32-bit words by packing.py where 16-bit storage is missing too).
+Both convert bit-exactly, denormals included (h2f, f2h; tinygrad's own f2f flushes them; bfloat16 with the renderers' own bit math).
+The renderers then declare both supported on every device, so tinygrad
+keeps them in the kernels instead of emulating them (and its tests of them run).
 
 tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
 same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
@@ -36,31 +37,53 @@ def f2h(v:UOp) -> UOp:
   den = q + (((m >> (s - 1)) & 1) & ((m & ((UOp.const(1, dtypes.uint) << (s - 1)) - 1)).ne(0).cast(dtypes.uint) | (q & 1)))
   return (e < 113).where(((u >> 16) & 0x8000) | den, f2f(u, dtypes.float, dtypes.half).cast(dtypes.uint)).cast(dtypes.ushort)
 
+def f2b(v:UOp) -> UOp:
+  """bfloat16 bits (uint16) of float v: tinygrad's bit math (cstyle.py cast_float_to_bf16, what the renderers use with
+  shaderInt16) up to its final bitcast: nearest even, NaN stays NaN, denormals kept."""
+  x = v.bitcast(dtypes.uint)
+  x = (-x & 0x7f800000).ne(0).where(x + ((x >> 16) & 1) + 0x7fff, (x & 0xffff).ne(0).where(x | 0x10000, x))
+  return (x >> 16).cast(dtypes.ushort)
+
+# bfloat16 is float's upper half: widening is a shift
+def to_float(dt, bits:UOp) -> UOp: return h2f(bits) if dt == dtypes.half else (bits.cast(dtypes.uint) << 16).bitcast(dtypes.float)
+def from_float(dt, v:UOp) -> UOp: return f2h(v) if dt == dtypes.half else f2b(v)
+
 def _load(ctx, x:UOp) -> UOp|None:
-  """A load of half (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
+  """A load of half or bfloat16 (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
   (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
   if x.dtype != ctx[0]: return None
   idx, n, (alt, *gate) = _rw(ctx, x.src[0]), x.max_numel(), x.src[1:] or (None,)
   def lane(i:int) -> UOp:
     ix = idx if n == 1 else reindex(idx, i, 1)
-    if not gate: return h2f(ix.load())
-    return gate[0].where(h2f(ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
+    if not gate: return to_float(ctx[0], ix.load())
+    return gate[0].where(to_float(ctx[0], ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
   return lane(0) if n == 1 else UOp(Ops.STACK, src=tuple(lane(i) for i in range(n)))
 
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
-  """A store of half (n lanes) as stores of 16-bit words, keeping its gate."""
+  """A store of half or bfloat16 (n lanes) as stores of 16-bit words, keeping its gate."""
   if val.dtype != ctx[1] or idx.tag != ctx[0]: return None
-  def bits(v:UOp) -> UOp: return f2h(v)
+  def bits(v:UOp) -> UOp: return from_float(ctx[0], v)
   if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
   return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
 
 def _cast(ctx, x:UOp, val:UOp) -> UOp|None:
-  """A cast into half: its value rounded to half (tinygrad's rule only clamps to half's range, leaving float's mantissa, so
-  `a.half() * b.half()` multiplied unrounded inputs)."""
+  """A cast into half (bfloat16): its value rounded to the type (tinygrad's rule only clamps to its range, leaving float's
+  mantissa, so `a.half() * b.half()` multiplied unrounded inputs)."""
   if x.dtype != ctx[0]: return None
-  return h2f(f2h(val if val.dtype == ctx[1] else val.cast(ctx[1])))
+  return to_float(ctx[0], from_float(ctx[0], val if val.dtype == ctx[1] else val.cast(ctx[1])))
+
+# ops whose result a device with the type rounds to it (CPU too); MAX, NEG, TRUNC and WHERE give a value of the type as they are
+ROUNDED = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.FDIV, Ops.RECIPROCAL, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.CMOD)
+
+def _alu(ctx, x:UOp) -> UOp|None:
+  """An op on half (bfloat16) values: computed in float, its result rounded to the type, as with the type native: x % 1.25 of a
+  half multiple of 1.25 is 0 only when x * half(0.8) rounds up to the integer."""
+  if x.dtype != ctx[0]: return None
+  v = UOp(x.op, ctx[1], tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), x.arg, x.tag)
+  return to_float(ctx[0], from_float(ctx[0], v))
 
 pm_half = PatternMatcher([
+  (UPat(ROUNDED, dtypes.floats, name="x"), _alu),
   (UPat(Ops.CAST, dtypes.floats, src=(UPat.var("val"),), name="x"), _cast),
   (UPat(Ops.AFTER, name="x"), lambda ctx,x: x.replace(dtype=(b := _rw(ctx, x.src[0])).dtype, src=(b, *x.src[1:])) if x.dtype == ctx[0] else None),
   (UPat((Ops.INDEX, Ops.SHRINK), src=(UPat(GroupOp.All-{Ops.LOAD, Ops.STACK}),), allow_any_len=True, name="x"), lambda ctx,x:
@@ -68,18 +91,23 @@ pm_half = PatternMatcher([
   (UPat(Ops.LOAD, dtypes.floats, name="x"), _load),
   (UPat(Ops.BITCAST, src=(UPat(Ops.LOAD, name="ld"),), name="bc"), lambda ctx,bc,ld:
    _rw(ctx, ld.src[0]).load(*ld.src[1:]).bitcast(bc.dtype) if ld.dtype == ctx[0] else None),
-  # bitcasts between a half value (a float by now) and 16-bit integers: its bits, denormals kept
+  # bitcasts between a half or bfloat16 value (a float by now) and 16-bit types: its bits
   (UPat(Ops.BITCAST, src=(UPat.var("x", dtypes.float),), name="bc"), lambda ctx,bc,x:
-   f2h(x).bitcast(bc.dtype) if x.dtype == ctx[1] and bc.dtype.bitsize == 16 and bc.dtype != ctx[0] else None),
-  (UPat(Ops.BITCAST, src=(UPat.var("x"),), name="bc"), lambda ctx,bc,x: h2f(x.bitcast(f2f_dt[ctx[0]])) if bc.dtype == ctx[0] else None),
+   from_float(ctx[0], x).bitcast(bc.dtype) if x.dtype == ctx[1] and bc.dtype.bitsize == 16 and bc.dtype != ctx[0] else None),
+  (UPat(Ops.BITCAST, src=(UPat.var("x"),), name="bc"), lambda ctx,bc,x: to_float(ctx[0], x.bitcast(f2f_dt[ctx[0]])) if bc.dtype == ctx[0] else None),
   (UPat(Ops.STORE, src=(UPat.var("idx"), UPat(Ops.BITCAST, name="val")), allow_any_len=True, name="st"), lambda ctx,st,idx,val:
    st.replace(src=(idx, val.src[0].bitcast(f2f_dt[ctx[0]]), *st.src[2:])) if val.dtype == ctx[0] and idx.tag == ctx[0] else None),
   (UPat(Ops.STORE, src=(UPat.var("idx").or_casted(), UPat.var("val")), allow_any_len=True, name="st"), _store),
 ]) + pm_float_decomp
 
+IN_WORDS = {dtypes.half: "f16", dtypes.bfloat16: "i16"}   # each type, and the flag that makes it native
+
 def half_in_words(ctx, sink:UOp) -> UOp|None:
-  if "f16" in ctx.caps or not any(u.dtype == dtypes.half for u in sink.toposort()): return None
-  return graph_rewrite(sink, pm_half, ctx=(dtypes.half, dtypes.float), bottom_up=True, name="half in 16-bit words")
+  out = sink
+  for dt, flag in IN_WORDS.items():
+    if flag not in ctx.caps and any(u.dtype == dt for u in out.toposort()):
+      out = graph_rewrite(out, pm_half, ctx=(dt, dtypes.float), bottom_up=True, name=f"{dt.name} in 16-bit words")
+  return None if out is sink else out
 
 # renderers add this to their extra_matcher before packing_matcher: it runs once the rest of the final rewrite is done
 half_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), half_in_words)])

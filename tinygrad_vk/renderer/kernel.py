@@ -22,13 +22,13 @@ from tinygrad.codegen.decomp.transcendental import xexp2, xlog2
 from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
-from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X
+from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
 from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
 from tinygrad_vk.renderer.tile import pm_tile
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, VIEW_OFFSET
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, var_in_words, VIEW_OFFSET
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
 from tinygrad_vk.renderer.half import half_matcher
@@ -40,7 +40,7 @@ DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, d
 def dtname(dt:DType) -> str: return repr(dt)[len("dtypes."):]
 
 def supported_dtypes(caps:Caps) -> set[DType]:
-  return {dt for dt in DTYPES if dtype_support(dtname(dt), caps) in ("native", "packed")}
+  return {dt for dt in DTYPES if dtype_support(dtname(dt), caps) in SUPPORTED}
 
 # rewrites on the UOp graph, after tinygrad's decompositions
 vulkan_matcher = PatternMatcher([
@@ -59,8 +59,10 @@ nan_bits_matcher = PatternMatcher([
 ])
 
 def extra_matcher(caps:Caps) -> PatternMatcher:
-  pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + create_non_native_float_pats((dtypes.bfloat16,)) + \
-    pm_manual_bf16_cast + half_matcher + packing_matcher + pm_hoist + pm_loop_budget + pm_fill_x + pm_tile
+  # bfloat16 in 16-bit values computed in float needs shaderInt16; without it half.py keeps it in words, as half
+  bf16 = create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast if "i16" in caps else PatternMatcher([])
+  pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + bf16 + half_matcher + packing_matcher + pm_hoist + \
+    pm_loop_budget + pm_fill_x + pm_tile
   # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
   return sin32_matcher + pm if keeps_sin(caps) else pm
 
@@ -75,6 +77,9 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
                (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
     raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {name}")
+  if "i64" not in caps and (u := next((u for u in uops if u.dtype in (dtypes.long, dtypes.ulong) and not var_in_words(u)), None)) is not None:
+    raise CompileError(f"VULKAN: {u.op} of {u.dtype} left in {name}: without shaderInt64 int64 is split into 32-bit pairs, which "
+                       "a 64-bit view of another buffer's memory is not")
   if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
     raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/sin32.py)")
   check_loop_budget(uops, caps.maxloop, name)

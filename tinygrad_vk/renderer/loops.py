@@ -80,6 +80,7 @@ def find_loops(sink:UOp) -> list[Loop]:
   in shared memory (PCONTIG's WEAK ranges) runs after that loop, not inside it."""
   rngs = {u.arg: u for u in sink.toposort() if _counted(u)}
   ends = {r: u for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)}
+  if not ends: return []   # linearizing costs seconds on big loop-free kernels (float64 sin in int pairs)
   outer: dict[UOp, tuple[UOp, ...]] = {}
   stack: list[UOp] = []
   for u in linearize(graph_rewrite(sink, pm_add_control_flow, ctx=CFGContext(sink), bottom_up=True)):

@@ -24,8 +24,11 @@ only through its word view, and so is any 8/16-bit view (BITCAST/SHRINK chain) o
     stored by other invocations at the same time are kept. Whole aligned words are plain stores.
 Only 32-bit types, shifts, masks and uint atomics and/or are needed. 8-byte views of packed memory are refused.
 
-Without shaderInt64 the pass also splits the 64-bit integer ops that tinygrad's late decompositions add after its own int64
-emulation ran (float64 sin; float32/half sin has its own 32-bit reduction, renderer/sin32.py), with tinygrad's int-pair rules.
+Without shaderInt64 the pass also splits every 64-bit integer op into 32-bit pairs, with tinygrad's int-pair rules
+(`pm_long_decomp`): the renderers declare long supported (so tinygrad's tests of it run) and tinygrad leaves it to this pass,
+which also sees the ops its late decompositions add (float64 sin; float32/half sin has its own 32-bit reduction,
+renderer/sin32.py). A 64-bit scalar var, which tinygrad's rules cannot split (their buffer rule takes it for a buffer), reaches
+the kernel as its two 32-bit push-constant words: CUSTOMI(VAR_WORD, var, w) (`var_words`).
 """
 from __future__ import annotations
 import functools
@@ -45,6 +48,7 @@ STORAGE_FLAG = {1: "s8", 2: "s16"}   # what plain (unpacked) 8/16-bit accesses o
 def packed_dtypes(caps) -> frozenset[DType]: return frozenset(dt for dt, f in FLAG.items() if f not in caps)
 
 VIEW_OFFSET = "_o{0}"
+VAR_WORD = "{0}[{1}]"   # word {1} of a 64-bit var {0} declared as uint[2] (without shaderInt64)
 def view_offset(param:UOp) -> UOp:
   """The element offset of the view bound at this PARAM, known at launch: CUSTOMI("_o{0}", slot), which renderers read from the
   push constants as they do for any access of the slot (`_o<slot>`, abi.py)."""
@@ -205,11 +209,22 @@ phase2 = PatternMatcher([
    AddrSpace.LOCAL) else None),
 ])
 
+def var_in_words(v:UOp) -> bool:
+  """A var the renderers declare as uint[2]: a 64-bit one var_words rewrote (its mark: its shape source twice)."""
+  return v.addrspace == AddrSpace.ALU and v.dtype.itemsize == 8 and len(v.src) == 2
+
+def var_words(v:UOp) -> UOp|None:
+  """A 64-bit scalar var as the long its two words make. The var left under CUSTOMI has its shape source twice, so tinygrad's
+  buffer rule (one source: the size) does not take it."""
+  if v.addrspace != AddrSpace.ALU or len(v.src) != 1: return None
+  lo, hi = (UOp(Ops.CUSTOMI, dtypes.uint, (v.replace(src=v.src * 2), UOp.const(w, dtypes.int)), VAR_WORD).cast(dtypes.ulong) for w in (0, 1))
+  return ((hi << 32) | lo).bitcast(v.dtype) if v.dtype == dtypes.long else (hi << 32) | lo
+
 def pack(ctx, sink:UOp) -> UOp|None:
   out = sink
-  # tinygrad emulates int64 as int pairs before its late decompositions, which may add some (float64 sin)
   if "i64" not in ctx.caps and any(u.dtype in (dtypes.long, dtypes.ulong) for u in sink.toposort()):
-    out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: late int64 as int pairs")
+    out = graph_rewrite(out, PatternMatcher([(UPat(Ops.PARAM, (dtypes.long, dtypes.ulong), name="v"), var_words)]), name="packing: int64 vars")
+    out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: int64 as int pairs")
   if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
     out = graph_rewrite(graph_rewrite(out, phase1, ctx=ctx, name="packing: narrow ops in 32 bits"), phase2, ctx=ctx, name="packing: words")
   return None if out is sink else out

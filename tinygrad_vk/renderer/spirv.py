@@ -25,7 +25,7 @@ from tinygrad.helpers import prod
 from tinygrad_vk.caps import FLAGS, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, VIEW_OFFSET
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
 from tinygrad_vk.renderer.views import MEMORY
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
@@ -87,7 +87,7 @@ class SPIRVKernel:
     # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
     members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
     members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
-    members += [(off, self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
+    members += [(off, self.T(dtypes.uint, arr=2, stride=4) if var_in_words(u) else self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
     members.sort()
     self.member = {key: i for i, (_, _, key) in enumerate(members)}
     if members:
@@ -263,9 +263,15 @@ class SPIRVKernel:
 
   def param(self, x:UOp):
     if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, self.plan.bufs[x.arg.slot].dtype)
+    if var_in_words(x): return f"var{x.arg.slot}"   # read through var_word only
     ty, key = self.T(x.dtype), f"var{x.arg.slot}"
     return self.prologue(key, lambda: self.op("OpLoad", ty, self.op("OpAccessChain", self.ptr("PushConstant", ty), "%pc",
                                                                     self.const(dtypes.int, self.member[key])), rid=f"%{key}"))
+
+  def var_word(self, key:str, w:int) -> str:
+    u = self.T(dtypes.uint)
+    return self.prologue(f"{key}_{w}", lambda: self.op("OpLoad", u, self.op("OpAccessChain", self.ptr("PushConstant", u), "%pc",
+                                                                         self.const(dtypes.int, self.member[key]), self.const(dtypes.int, w))))
 
   def buffer(self, x:UOp) -> Ref:
     sc, name = ("Workgroup", "smem") if x.addrspace == AddrSpace.LOCAL else ("Function", "reg")
@@ -535,6 +541,7 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i")), name="x"), lambda ctx,x,b,i: ctx.index(x, b, i)),
   # the element offset of the view bound at a slot, in packing's word indexes
   (UPat(Ops.CUSTOMI, arg=VIEW_OFFSET, name="x"), lambda ctx,x: ctx.off(int(x.src[0].vmin))),
+  (UPat(Ops.CUSTOMI, arg=VAR_WORD, name="x"), lambda ctx,x: ctx.var_word(ctx.r[x.src[0]], int(x.src[1].vmin))),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: ctx.branch(ctx.r[gate], lambda: ctx.load(bidx), ty=ctx.ty(alt), alt=ctx.r[alt])),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), lambda ctx,bidx: ctx.load(bidx)),
