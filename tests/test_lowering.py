@@ -47,6 +47,31 @@ try: run_kernel([o.index(r).store(s.shrink(((3, 11),)).bitcast(dtypes.uint64).in
 except Exception as e: print(type(e).__name__, e)""", {"VULKAN_DISABLE": "i64"})
   assert "CompileError" in r.stdout and "64-bit view" in r.stdout, r.stdout + r.stderr
 
+def test_int64_index_without_int64():
+  """A gather whose index is computed in int64 (tinygrad's fused cross-entropy casts a loaded target to weakint): without
+  shaderInt64 the index is an int one (renderer/packing.py), not left as an unsplit int64 cast (CompileError before)."""
+  r = run_python('''
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import dtypes
+from tinygrad.device import Buffer
+from tinygrad.uop.ops import UOp, AxisType
+from util import run_kernel
+rng = np.random.default_rng(0)
+for dt, npdt in ((dtypes.float32, np.float32), (dtypes.bfloat16, None)):
+  xv = rng.uniform(-3, 3, 29).astype(np.float32)
+  iv = rng.integers(0, 29, 13).astype(np.int32)
+  if dt == dtypes.bfloat16: xv = ((xv.view(np.uint32) >> 16) << 16).view(np.float32); init = (xv.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+  else: init = xv.tobytes()
+  x, i, o = Buffer("VULKAN", 29, dt, initial_value=init), Buffer("VULKAN", 13, dtypes.int32, initial_value=iv.tobytes()), Buffer("VULKAN", 13, dtypes.float32).allocate()
+  px, pi, po, r = UOp.param(0, dt, (29,)), UOp.param(1, dtypes.int32, (13,)), UOp.param(2, dtypes.float32, (13,)), UOp.range(13, 0, AxisType.LOOP)
+  run_kernel([po.index(r).store(px.index(pi.index(r).cast(dtypes.long) + 1 - 1).cast(dtypes.float32)).end(r)], [x, i, o])
+  res = np.frombuffer(o.as_memoryview(), np.float32)
+  assert (res == xv[iv]).all(), (dt, res, xv[iv])
+print("ok")
+''', {"VULKAN_DISABLE": "i64"})
+  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
 @needs(dtypes.float64)
 def test_view_wide_store(monkeypatch):
   """float64 stores through a view of a uint32 buffer at an odd word: each split into two words, the other words untouched."""

@@ -78,7 +78,7 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
                (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
     raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {name}")
   if "i64" not in caps and (u := next((u for u in uops if u.dtype in (dtypes.long, dtypes.ulong) and not var_in_words(u)), None)) is not None:
-    raise CompileError(f"VULKAN: {u.op} of {u.dtype} left in {name}: without shaderInt64 int64 is split into 32-bit pairs, which "
+    raise CompileError(f"VULKAN: {u.op} of {u.dtype} (from {', '.join(f'{x.op} of {x.dtype}' for x in u.src)}) left in {name}: without shaderInt64 int64 is split into 32-bit pairs, which "
                        "a 64-bit view of another buffer's memory is not")
   if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
     raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/sin32.py)")

@@ -220,10 +220,22 @@ def var_words(v:UOp) -> UOp|None:
   lo, hi = (UOp(Ops.CUSTOMI, dtypes.uint, (v.replace(src=v.src * 2), UOp.const(w, dtypes.int)), VAR_WORD).cast(dtypes.ulong) for w in (0, 1))
   return ((hi << 32) | lo).bitcast(v.dtype) if v.dtype == dtypes.long else (hi << 32) | lo
 
+LONGS = (dtypes.long, dtypes.ulong)
+pm_long_prep = PatternMatcher([
+  (UPat(Ops.PARAM, LONGS, name="v"), var_words),
+  # an int64 index (tinygrad's, from int64 math on values) is an int one: without shaderInt64 no buffer passes 2^31 elements
+  (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("i", LONGS)), allow_any_len=True, name="x"), lambda x,b,i:
+   x.replace(src=(b, i.cast(dtypes.int), *x.src[2:]))),
+  # casts between bfloat16 and int64 go through float first, as the renderers' bfloat16 rules (with shaderInt16) would do after
+  # this pass, leaving an int64 cast unsplit
+  (UPat(Ops.CAST, LONGS, src=(UPat.var("y", dtypes.bfloat16),), name="x"), lambda x,y: y.cast(dtypes.float).cast(x.dtype)),
+  (UPat(Ops.CAST, dtypes.bfloat16, src=(UPat.var("y", LONGS),)), lambda y: y.cast(dtypes.float).cast(dtypes.bfloat16)),
+])
+
 def pack(ctx, sink:UOp) -> UOp|None:
   out = sink
   if "i64" not in ctx.caps and any(u.dtype in (dtypes.long, dtypes.ulong) for u in sink.toposort()):
-    out = graph_rewrite(out, PatternMatcher([(UPat(Ops.PARAM, (dtypes.long, dtypes.ulong), name="v"), var_words)]), name="packing: int64 vars")
+    out = graph_rewrite(out, pm_long_prep, name="packing: int64 vars")
     out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: int64 as int pairs")
   if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
     out = graph_rewrite(graph_rewrite(out, phase1, ctx=ctx, name="packing: narrow ops in 32 bits"), phase2, ctx=ctx, name="packing: words")
