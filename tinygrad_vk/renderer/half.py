@@ -1,8 +1,8 @@
 """half on devices without shaderFloat16, and bfloat16 on devices without shaderInt16: values computed in float (a cast into
 the type rounds to it), memory in 16-bit words (packed in 32-bit words by packing.py where 16-bit storage is missing too).
-Both convert bit-exactly, denormals included (h2f, f2h; tinygrad's own f2f flushes them; bfloat16 with the renderers' own bit math).
-The renderers then declare both supported on every device, so tinygrad
-keeps them in the kernels instead of emulating them (and its tests of them run).
+Every op that rounds rounds its result to the type, as with the type native. Both convert bit-exactly, denormals included
+(h2f, f2h, f2b; tinygrad's own f2f flushes them). The renderers then declare both supported on every device, so tinygrad keeps
+them in the kernels instead of emulating them (and its tests of them run).
 
 tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
 same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
