@@ -58,7 +58,7 @@ from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
 from util import run_kernel
 rng = np.random.default_rng(0)
-for dt, npdt in ((dtypes.float32, np.float32), (dtypes.bfloat16, None)):
+for dt in (dtypes.float32, dtypes.bfloat16):
   xv = rng.uniform(-3, 3, 29).astype(np.float32)
   iv = rng.integers(0, 29, 13).astype(np.int32)
   if dt == dtypes.bfloat16: xv = ((xv.view(np.uint32) >> 16) << 16).view(np.float32); init = (xv.view(np.uint32) >> 16).astype(np.uint16).tobytes()

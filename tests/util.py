@@ -26,8 +26,8 @@ def in_words(dt) -> bool:
   return dt == dtypes.half and "f16" not in Device["VULKAN"].caps
 
 def missing(*dts) -> str:
-  """'' when VULKAN has these dtypes (natively, packed in 32-bit words or as int pairs), else which it has not and the Vulkan feature each
-  needs: under VULKAN_PROFILE or VULKAN_DISABLE a dtype may be refused (double) or emulated by tinygrad (fp8)."""
+  """'' when VULKAN has these dtypes (natively, packed in 32-bit words or as int pairs), else which it has not and the Vulkan
+  feature each needs: under VULKAN_PROFILE or VULKAN_DISABLE a dtype may be refused (double) or emulated by tinygrad (fp8)."""
   from tinygrad_vk.caps import DTYPE_RULES, FLAGS, SUPPORTED, dtype_support
   names = [repr(d)[len("dtypes."):] for d in dts]
   return ", ".join(f"needs {n} ({FLAGS[DTYPE_RULES[n][0]]})" for n in names

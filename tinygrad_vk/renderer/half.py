@@ -48,6 +48,8 @@ def f2b(v:UOp) -> UOp:
 def to_float(dt, bits:UOp) -> UOp: return h2f(bits) if dt == dtypes.half else (bits.cast(dtypes.uint) << 16).bitcast(dtypes.float)
 def from_float(dt, v:UOp) -> UOp: return f2h(v) if dt == dtypes.half else f2b(v)
 
+def rounded(dt, v:UOp) -> UOp: return to_float(dt, from_float(dt, v))   # float v rounded to dt, kept in float
+
 def _load(ctx, x:UOp) -> UOp|None:
   """A load of half or bfloat16 (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
   (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
@@ -70,7 +72,7 @@ def _cast(ctx, x:UOp, val:UOp) -> UOp|None:
   """A cast into half (bfloat16): its value rounded to the type (tinygrad's rule only clamps to its range, leaving float's
   mantissa, so `a.half() * b.half()` multiplied unrounded inputs)."""
   if x.dtype != ctx[0]: return None
-  return to_float(ctx[0], from_float(ctx[0], val if val.dtype == ctx[1] else val.cast(ctx[1])))
+  return rounded(ctx[0], val if val.dtype == ctx[1] else val.cast(ctx[1]))
 
 # ops whose result a device with the type rounds to it (CPU too); MAX, NEG, TRUNC and WHERE give a value of the type as they are
 ROUNDED = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.FDIV, Ops.RECIPROCAL, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.CMOD)
@@ -79,8 +81,7 @@ def _alu(ctx, x:UOp) -> UOp|None:
   """An op on half (bfloat16) values: computed in float, its result rounded to the type, as with the type native: x % 1.25 of a
   half multiple of 1.25 is 0 only when x * half(0.8) rounds up to the integer."""
   if x.dtype != ctx[0]: return None
-  v = UOp(x.op, ctx[1], tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), x.arg, x.tag)
-  return to_float(ctx[0], from_float(ctx[0], v))
+  return rounded(ctx[0], UOp(x.op, ctx[1], tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), x.arg, x.tag))
 
 pm_half = PatternMatcher([
   (UPat(ROUNDED, dtypes.floats, name="x"), _alu),

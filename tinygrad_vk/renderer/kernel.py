@@ -28,7 +28,7 @@ from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
 from tinygrad_vk.renderer.tile import pm_tile
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, var_in_words, VIEW_OFFSET
+from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, var_in_words, LONGS, VIEW_OFFSET
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
 from tinygrad_vk.renderer.half import half_matcher
@@ -77,9 +77,9 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
                (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
     raise CompileError(f"VULKAN: packing left {left[0].op} of {left[0].dtype} in {name}")
-  if "i64" not in caps and (u := next((u for u in uops if u.dtype in (dtypes.long, dtypes.ulong) and not var_in_words(u)), None)) is not None:
-    raise CompileError(f"VULKAN: {u.op} of {u.dtype} (from {', '.join(f'{x.op} of {x.dtype}' for x in u.src)}) left in {name}: without shaderInt64 int64 is split into 32-bit pairs, which "
-                       "a 64-bit view of another buffer's memory is not")
+  if "i64" not in caps and (u := next((u for u in uops if u.dtype in LONGS and not var_in_words(u)), None)) is not None:
+    raise CompileError(f"VULKAN: {u.op} of {u.dtype} (from {', '.join(f'{x.op} of {x.dtype}' for x in u.src)}) left in {name}: without "
+                       "shaderInt64 int64 is split into 32-bit pairs, which a 64-bit view of another buffer's memory is not")
   if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
     raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/sin32.py)")
   check_loop_budget(uops, caps.maxloop, name)

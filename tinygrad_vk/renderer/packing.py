@@ -234,8 +234,8 @@ pm_long_prep = PatternMatcher([
 
 def pack(ctx, sink:UOp) -> UOp|None:
   out = sink
-  if "i64" not in ctx.caps and any(u.dtype in (dtypes.long, dtypes.ulong) for u in sink.toposort()):
-    out = graph_rewrite(out, pm_long_prep, name="packing: int64 vars")
+  if "i64" not in ctx.caps and any(u.dtype in LONGS for u in sink.toposort()):
+    out = graph_rewrite(out, pm_long_prep, name="packing: int64 vars, indexes and bfloat16 casts")
     out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: int64 as int pairs")
   if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
     out = graph_rewrite(graph_rewrite(out, phase1, ctx=ctx, name="packing: narrow ops in 32 bits"), phase2, ctx=ctx, name="packing: words")
