@@ -208,17 +208,27 @@ assert out.view(np.uint16).tolist() == (i.astype(np.float16) + y.astype(np.float
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_accumulator_rounds(ren):
   # a half accumulator (sum(dtype=half)) rounds to half on every step, as with shaderFloat16: without it (renderer/half.py) the
-  # register holds the 16-bit bits, rounded on each store; a float register would give the float sums
+  # register holds float values, each rounded to half by the op that made it; unrounded it would give the float sums. The
+  # accumulator keeps its type in the final UOps, where tinygrad reads it (test_linearizer's test_arg_acc_dtype): it was the
+  # register's 16-bit words (ushort)
   in_words_run("""
 import numpy as np
+from dataclasses import replace
 from tinygrad import Tensor, Device, dtypes
-assert "f16" not in Device["VULKAN"].caps
+from tinygrad.codegen import to_program
+from tinygrad.dtype import AddrSpace
+from tinygrad.uop.ops import Ops
+assert "f16" not in Device["VULKAN"].caps and "i16" not in Device["VULKAN"].caps
 x = np.random.default_rng(0).uniform(1, 2, (5, 37)).astype(np.float16)
 seq = np.zeros(5, np.float16)
 for j in range(37): seq = seq + x[:, j]   # half additions in order, each rounded
 assert (seq.astype(np.float32) != x.astype(np.float32).sum(axis=1)).all()
 assert Tensor(x).sum(axis=1, dtype=dtypes.half).numpy().view(np.uint16).tolist() == seq.view(np.uint16).tolist()
 assert Tensor(np.full(4099, 1, np.float16)).sum(dtype=dtypes.half).numpy() == 2048   # 2048 + 1 rounds back to 2048
+for dt in (dtypes.half, dtypes.bfloat16):
+  ast = Tensor(x).cast(dt).sum(axis=1, dtype=dt).schedule_linear().src[-1].src[0]
+  uops = to_program(ast.replace(arg=replace(ast.arg, opts_to_apply=())), renderer=Device["VULKAN"].renderer).src[1].src
+  assert [u.dtype for u in uops if u.op is Ops.BUFFER and u.addrspace == AddrSpace.REG] == [dt], uops
 """, ren)
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])

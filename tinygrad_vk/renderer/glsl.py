@@ -25,6 +25,7 @@ from tinygrad_vk.compiler import GLSLCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words
 from tinygrad_vk.renderer.views import MEMORY
+from tinygrad_vk.renderer.half import held
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -169,7 +170,7 @@ glsl_rewrite = PatternMatcher([
   (UPat.cvar("c").cast(dtypes.floats, name="x"), lambda ctx,x,c: None if math.isfinite(c.val) else
     f"{TYPES[x.dtype]}({'' if c.val > 0 or math.isnan(c.val) else '-'}uintBitsToFloat({'0x7fc00000u' if math.isnan(c.val) else '0x7f800000u'}))"),
   (UPat.cvar("c").cast(name="x"), lambda ctx,x,c: lit(x.dtype, c.val) if x.dtype in TYPES else None),
-  (UPat(Ops.CAST, name="x"), lambda ctx,x: render_cast(x.dtype, x.src[0].dtype, ctx[x.src[0]]) if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL)
+  (UPat(Ops.CAST, name="x"), lambda ctx,x: render_cast(held(ctx.caps, x.dtype), held(ctx.caps, x.src[0].dtype), ctx[x.src[0]]) if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL)
    else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
@@ -179,7 +180,7 @@ glsl_rewrite = PatternMatcher([
    lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   (UPat(Ops.BUFFER, name="x"), lambda ctx,x: f"shared uint {ctx[x]}[{x.max_numel() * x.dtype.itemsize // 4}];"
    if x.addrspace == AddrSpace.LOCAL and x.dtype in packed_dtypes(ctx.caps) else
-   f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[x.dtype]} {ctx[x]}[{x.max_numel()}];"),
+   f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[held(ctx.caps, x.dtype)]} {ctx[x]}[{x.max_numel()}];"),
   (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx")), name="x"), render_index),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
@@ -216,7 +217,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
-    if dtype not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
+    if (dtype := held(self.caps, dtype)) not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
     if sz == 1: return TYPES[dtype]
     if sz > 4: raise CompileError(f"VULKAN: GLSL has no vector of {sz} {dtname(dtype)}")
     return f"{VEC[dtype]}{sz}"

@@ -7,15 +7,21 @@ them in the kernels instead of emulating them (and its tests of them run).
 tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
 same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
 matmuls and attention) and casts the buffer under it to float, which fails UOp verification ("Ops.AFTER dtypes.float [(Ops.CAST,
-...), (Ops.STORE, ...) x4, (Ops.RANGE, ...)]", GPT-2 and LLaMA in half). Here the AFTER keeps the rewritten buffer; the rules that
-rewrite a buffer expression from inside another rule (INDEX, LOAD) are tinygrad's, with that fix reaching them. And this pass
+...), (Ops.STORE, ...) x4, (Ops.RANGE, ...)]", GPT-2 and LLaMA in half). Here the AFTER keeps the rewritten buffer. And this pass
 runs later than tinygrad's, where a gated LOAD or STORE carries its gate as a source: loads select their alternative value per
 lane, stores keep their gate.
+
+A register (REG buffer: an accumulator) is not memory: it keeps its type and holds its values in float, already rounded to the
+type by the op that made them, so a step of a half accumulator converts nothing. The renderers declare it float (`held`); its
+loads are CAST to float, a no-op there. tinygrad reads the accumulator's type off the final UOps (test_linearizer's
+test_arg_acc_dtype).
 """
 from __future__ import annotations
-from tinygrad.dtype import dtypes
+import functools
+from dataclasses import replace
+from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, graph_rewrite
-from tinygrad.codegen.decomp.dtype import pm_float_decomp, f2f, f2f_dt, reindex
+from tinygrad.codegen.decomp.dtype import f2f, f2f_dt, reindex
 
 def _rw(ctx, u:UOp) -> UOp: return graph_rewrite(u, pm_half, ctx=ctx, bottom_up=True)
 
@@ -53,17 +59,18 @@ def rounded(dt, v:UOp) -> UOp: return to_float(dt, from_float(dt, v))   # float 
 def _load(ctx, x:UOp) -> UOp|None:
   """A load of half or bfloat16 (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
   (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
-  if x.dtype != ctx[0]: return None
+  if x.dtype != ctx[0] or x.src[0].tag == ctx[0]: return None
   idx, n, (alt, *gate) = _rw(ctx, x.src[0]), x.max_numel(), x.src[1:] or (None,)
+  conv = (lambda v: v.cast(ctx[1])) if idx.dtype == ctx[0] else functools.partial(to_float, ctx[0])   # a register's value is in float
   def lane(i:int) -> UOp:
     ix = idx if n == 1 else reindex(idx, i, 1)
-    if not gate: return to_float(ctx[0], ix.load())
-    return gate[0].where(to_float(ctx[0], ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
+    if not gate: return conv(ix.load())
+    return gate[0].where(conv(ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
   return lane(0) if n == 1 else UOp(Ops.STACK, src=tuple(lane(i) for i in range(n)))
 
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
   """A store of half or bfloat16 (n lanes) as stores of 16-bit words, keeping its gate."""
-  if val.dtype != ctx[1] or idx.tag != ctx[0]: return None
+  if val.dtype != ctx[1] or idx.tag != ctx[0] or idx.dtype == ctx[0]: return None   # a register stores the float itself
   def bits(v:UOp) -> UOp: return from_float(ctx[0], v)
   if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
   return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
@@ -83,30 +90,50 @@ def _alu(ctx, x:UOp) -> UOp|None:
   if x.dtype != ctx[0]: return None
   return rounded(ctx[0], UOp(x.op, ctx[1], tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), x.arg, x.tag))
 
+def in_reg(x:UOp) -> bool:
+  """x is a register buffer, or an access of one (these keep their type, see above)."""
+  return x.op in (Ops.BUFFER, Ops.AFTER, Ops.INDEX, Ops.SHRINK) and x.addrspace == AddrSpace.REG or x.op is Ops.LOAD and in_reg(x.src[0])
+
+def _after(ctx, x:UOp) -> UOp|None:
+  if x.dtype != ctx[0] or (b := _rw(ctx, x.src[0])) is x.src[0]: return None
+  return x.replace(dtype=b.dtype, src=(b, *x.src[1:]))
+
 pm_half = PatternMatcher([
+  # memory of the type becomes 16-bit words (tinygrad's rule); a register keeps its type
+  (UPat(GroupOp.Defines, name="x"), lambda ctx,x: UOp(x.op, src=x.src, arg=replace(x.arg, dtype=f2f_dt[ctx[0]]), tag=ctx[0])
+   if x.dtype == ctx[0] and x.addrspace != AddrSpace.REG else None),
   (UPat(ROUNDED, dtypes.floats, name="x"), _alu),
   (UPat(Ops.CAST, dtypes.floats, src=(UPat.var("val"),), name="x"), _cast),
-  (UPat(Ops.AFTER, name="x"), lambda ctx,x: x.replace(dtype=(b := _rw(ctx, x.src[0])).dtype, src=(b, *x.src[1:])) if x.dtype == ctx[0] else None),
+  (UPat(Ops.AFTER, name="x"), _after),
   (UPat((Ops.INDEX, Ops.SHRINK), src=(UPat(GroupOp.All-{Ops.LOAD, Ops.STACK}),), allow_any_len=True, name="x"), lambda ctx,x:
-   UOp(x.op, src=(_rw(ctx, x.src[0]), *x.src[1:]), arg=x.arg, tag=ctx[0]) if x.dtype == ctx[0] else None),
+   UOp(x.op, src=(_rw(ctx, x.src[0]), *x.src[1:]), arg=x.arg, tag=ctx[0]) if x.dtype == ctx[0] and x.tag != ctx[0] else None),
   (UPat(Ops.LOAD, dtypes.floats, name="x"), _load),
   (UPat(Ops.BITCAST, src=(UPat(Ops.LOAD, name="ld"),), name="bc"), lambda ctx,bc,ld:
-   _rw(ctx, ld.src[0]).load(*ld.src[1:]).bitcast(bc.dtype) if ld.dtype == ctx[0] else None),
+   _rw(ctx, ld.src[0]).load(*ld.src[1:]).bitcast(bc.dtype) if ld.dtype == ctx[0] and not in_reg(ld) else None),
   # bitcasts between a half or bfloat16 value (a float by now) and 16-bit types: its bits
   (UPat(Ops.BITCAST, src=(UPat.var("x", dtypes.float),), name="bc"), lambda ctx,bc,x:
    from_float(ctx[0], x).bitcast(bc.dtype) if x.dtype == ctx[1] and bc.dtype.bitsize == 16 and bc.dtype != ctx[0] else None),
   (UPat(Ops.BITCAST, src=(UPat.var("x"),), name="bc"), lambda ctx,bc,x: to_float(ctx[0], x.bitcast(f2f_dt[ctx[0]])) if bc.dtype == ctx[0] else None),
   (UPat(Ops.STORE, src=(UPat.var("idx"), UPat(Ops.BITCAST, name="val")), allow_any_len=True, name="st"), lambda ctx,st,idx,val:
-   st.replace(src=(idx, val.src[0].bitcast(f2f_dt[ctx[0]]), *st.src[2:])) if val.dtype == ctx[0] and idx.tag == ctx[0] else None),
+   st.replace(src=(idx, val.src[0].bitcast(f2f_dt[ctx[0]]), *st.src[2:])) if val.dtype == ctx[0] and idx.tag == ctx[0] and not in_reg(idx) else None),
   (UPat(Ops.STORE, src=(UPat.var("idx").or_casted(), UPat.var("val")), allow_any_len=True, name="st"), _store),
-]) + pm_float_decomp
+  # every other value of the type is a float (tinygrad's rules)
+  (UPat(Ops.CONST, dtypes.floats, name="x"), lambda ctx,x: UOp.const(x.val, ctx[1]) if x.dtype == ctx[0] else None),
+  (UPat(GroupOp.All-GroupOp.Defines-{Ops.CAST, Ops.BITCAST, Ops.CONST}, dtypes.floats, name="x"), lambda ctx,x:
+   UOp(x.op, src=tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), arg=x.arg, tag=x.tag) if x.dtype == ctx[0] and not in_reg(x) else None),
+])
 
 IN_WORDS = {dtypes.half: "f16", dtypes.bfloat16: "i16"}   # each type, and the flag that makes it native
+@functools.cache
+def in_words(caps) -> tuple[DType, ...]: return tuple(dt for dt, flag in IN_WORDS.items() if flag not in caps)
+def held(caps, dt:DType) -> DType:
+  """The type renderers declare a value of dt as: float for a type in 16-bit words (only its registers are left typed so)."""
+  return dtypes.float if dt in in_words(caps) else dt
 
 def half_in_words(ctx, sink:UOp) -> UOp|None:
   out = sink
-  for dt, flag in IN_WORDS.items():
-    if flag not in ctx.caps and any(u.dtype == dt for u in out.toposort()):
+  for dt in in_words(ctx.caps):
+    if any(u.dtype == dt for u in out.toposort()):
       out = graph_rewrite(out, pm_half, ctx=(dt, dtypes.float), bottom_up=True, name=f"{dt.name} in 16-bit words")
   return None if out is sink else out
 

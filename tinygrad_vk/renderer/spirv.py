@@ -27,6 +27,7 @@ from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
 from tinygrad_vk.renderer.views import MEMORY
+from tinygrad_vk.renderer.half import held
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
 TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.short: "short", dtypes.ushort: "ushort", dtypes.int: "int",
@@ -119,7 +120,7 @@ class SPIRVKernel:
 
   def T(self, dt:DType|str, n:int=1, arr:int=0, stride:int=0) -> str:
     """The type id of a scalar (dtype or name), its vecN, or an array of it (arr > 0; arr < 0: runtime array), once each."""
-    name = dt if isinstance(dt, str) else TYPE[dt]
+    name = dt if isinstance(dt, str) else TYPE[held(self.caps, dt)]
     if arr:
       # explicitly laid out arrays (stride) are other types than Function/Workgroup ones, which must not carry a layout
       rid = f"%arr{arr if arr > 0 else ''}_{self.T(name, n)[1:]}{'_s' if stride else ''}"
@@ -281,7 +282,7 @@ class SPIRVKernel:
     return Ref(self.var(f"%{name}{x.arg.slot}", self.T(dt, arr=n), sc), self.T(dt), dt, sc)
 
   def cast(self, frm:DType, to:DType, x:str) -> str:
-    if frm == to: return x
+    if (frm := held(self.caps, frm)) == (to := held(self.caps, to)): return x
     if to == dtypes.bool: return self.op("OpFUnordNotEqual" if dtypes.is_float(frm) else "OpINotEqual", self.T(to), x, self.const(frm, 0))
     if frm == dtypes.bool: return self.op("OpSelect", self.T(to), x, self.const(to, 1), self.const(to, 0))
     if dtypes.is_float(frm): return self.op("OpFConvert" if dtypes.is_float(to) else "OpConvertFToU" if dtypes.is_unsigned(to) else "OpConvertFToS",
