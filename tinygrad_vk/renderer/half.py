@@ -61,7 +61,7 @@ def _load(ctx, x:UOp) -> UOp|None:
   (tinygrad's f2f_load hands the n-lane alternative to each word's load)."""
   if x.dtype != ctx[0] or x.src[0].tag == ctx[0]: return None
   idx, n, (alt, *gate) = _rw(ctx, x.src[0]), x.max_numel(), x.src[1:] or (None,)
-  conv = (lambda v: v.cast(ctx[1])) if idx.dtype == ctx[0] else functools.partial(to_float, ctx[0])   # a register's value is in float
+  conv = (lambda v: v.cast(ctx[1])) if in_reg(idx) else functools.partial(to_float, ctx[0])   # a register's value is in float
   def lane(i:int) -> UOp:
     ix = idx if n == 1 else reindex(idx, i, 1)
     if not gate: return conv(ix.load())
@@ -70,7 +70,7 @@ def _load(ctx, x:UOp) -> UOp|None:
 
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
   """A store of half or bfloat16 (n lanes) as stores of 16-bit words, keeping its gate."""
-  if val.dtype != ctx[1] or idx.tag != ctx[0] or idx.dtype == ctx[0]: return None   # a register stores the float itself
+  if val.dtype != ctx[1] or idx.tag != ctx[0] or in_reg(idx): return None   # a register stores the float itself
   def bits(v:UOp) -> UOp: return from_float(ctx[0], v)
   if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
   return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
