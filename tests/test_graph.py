@@ -56,3 +56,16 @@ def test_symbolic_jit_graph(monkeypatch):
   sizes = [5, 17, 3, 64, 64, 99]
   for i in sizes: np.testing.assert_allclose(f(x, Variable("n", 1, 100).bind(i)).item(), ((x0[:i] + 1) * 3).sum(), rtol=1e-5)
   assert (spy.replays, spy.records) == (REPLAYS, 4), "a new symbolic value records the graph again, the same one (64) does not"
+
+def test_views_of_inputs_follow_new_inputs(monkeypatch):
+  # a kernel bound to a view of a JIT input (a realized slice, at an offset that is not a whole word either): tinygrad's
+  # uop_replace lists only the inputs themselves, so each replay must bind the view of that call's input, not the captured one
+  spy = GraphSpy(monkeypatch)
+  @TinyJit
+  def f(big, y): return (((big[3:304].contiguous() + 7).contiguous() * y).contiguous() + big[5:306].contiguous()).realize()
+  inputs = []
+  for _ in range(CALLS):
+    a, y = data(601), data(301)
+    inputs.append((tb := Tensor(a).realize(), ty := Tensor(y).realize()))
+    np.testing.assert_allclose(f(tb, ty).numpy(), (a[3:304] + 7) * y + a[5:306], rtol=1e-6, atol=1e-6)
+  assert (spy.replays, spy.records) == (REPLAYS, REPLAYS), "every replay with new input buffers re-binds and records the graph"

@@ -8,9 +8,10 @@ and records the command buffer again (Vulkan invalidates a command buffer whose 
 from __future__ import annotations
 import decimal
 from typing import cast
-from tinygrad.device import Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
+from tinygrad.device import Buffer, Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
 from tinygrad.helpers import PROFILE, suppress_finalizing
 from tinygrad.engine.jit import GraphRunner
+from tinygrad.engine.realize import get_call_arg_uops, resolve_params
 from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.renderer.abi import REACH
@@ -46,12 +47,19 @@ class VulkanGraph(GraphRunner):
     self.wins: list = [None] * len(self.calls)   # the windows of windowed kernels (program.py `place`), owned by the graph
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
+    # views of JIT inputs (a realized slice of one): tinygrad's uop_replace has only the inputs themselves
+    self.input_views = [(j, call) for j, call in enumerate(self.linear.src)
+                        if any(b.op is Ops.SHRINK and b.src[0].op is Ops.PARAM for b in get_call_arg_uops(call))]
     names = [prg.name for prg in self.runtimes]
     self.label = f"TinyJit graph of {len(names)} kernels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"   # for a lost device
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     for j, pos, slot in self.replaced:
       if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
+    for j, call in self.input_views:
+      for pos, u in enumerate(resolve_params(call, input_uops)):
+        if u.op is Ops.SHRINK and (b := cast(Buffer, u.buffer).ensure_allocated()._buf) is not self.bufs[j][pos]:
+          self.bufs[j][pos] = b; self.dirty.add(j)
     if self.vars:
       for j, i, v in self.updated_vars(var_vals):
         if self.scalars[j][i] != v: self.scalars[j][i] = v; self.dirty.add(j)
