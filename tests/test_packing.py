@@ -164,6 +164,44 @@ run_kernel([bb.index(r2).store(f.bitcast(dtypes.uint8).index(r2 + 3) + 1).end(r2
 eq(np.frombuffer(bo.as_memoryview(), np.uint8), base.view(np.uint8)[7:7 + 4 * N - 1] + np.uint8(1), "uint8 view of floats")
 """, env)
 
+@pytest.mark.parametrize("env", ENVS, ids=IDS)
+def test_byte_gather_op_count(env):
+  # tinygrad's test_arange test_index_mnist: a NOOPT gather of bytes costs under 13 counted ops a byte. A stored byte shares its
+  # field's bit shift with the loaded one (views of packed slots start at a whole word: misaligned ones are moved, program.py
+  # realign), and a gated-off load needs no select
+  check("""
+from tinygrad.helpers import Context, GlobalCounters
+X = Tensor(ints(np.uint8, 60 * 784).reshape(60, 1, 28, 28)).realize()
+with Context(NOOPT=1):
+  idx = rng.integers(0, 60, 512)
+  samples = Tensor(idx.astype(np.int32)).realize()
+  GlobalCounters.reset()
+  x = X[samples].numpy()
+  assert GlobalCounters.global_ops < 512 * 784 * 13, GlobalCounters.global_ops / (512 * 784)
+eq(x, X.numpy()[idx], "gathered bytes")
+""", env)
+
+@pytest.mark.parametrize("env", ENVS, ids=IDS)
+def test_jit_views_at_byte_offsets(env):
+  # a TinyJit graph whose kernels read views of its input inside a word: moved to whole words (program.py realign) on every
+  # replay with a new input
+  check("""
+from tinygrad import TinyJit
+from tinygrad_vk.program import VulkanProgram
+from tinygrad_vk.graph import VulkanGraph
+moved, orig, orig_record, records = [], VulkanProgram.realign, VulkanGraph._record, []
+VulkanProgram.realign = lambda self, bufs: (r := orig(self, bufs), moved.append(r is not None))[0]
+VulkanGraph._record = lambda self: (records.append(bool(self.dirty)), orig_record(self))[1]
+@TinyJit
+def f(big, y): return (((big[3:304].contiguous() + 7).contiguous() * y).contiguous() + big[5:306].contiguous()).realize()
+keep = []
+for _ in range(6):
+  a, y = ints(np.uint8, 601), ints(np.uint8, 301)
+  keep.append((tb := Tensor(a).realize(), ty := Tensor(y).realize()))
+  eq(f(tb, ty).numpy(), (a[3:304] + np.uint8(7)) * y + a[5:306], "bytes through views at bytes 3 and 5")
+assert sum(records) == 5 and sum(moved) >= 5 * 2, (records, moved)
+""", env)
+
 def test_sin_without_int64():
   # tinygrad's sin reduces large arguments in uint64; split into int pairs that grew a sin into ~20000 UOps. sin32.py does it
   # in 32-bit words: a kernel of the usual size, 1 ULP like tinygrad's

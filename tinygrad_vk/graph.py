@@ -45,6 +45,7 @@ class VulkanGraph(GraphRunner):
     self.query_pool = timestamp_pool(q.vkdev, 2 * len(self.calls)) if PROFILE and q.timestamp_bits else None
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
     self.wins: list = [None] * len(self.calls)   # the windows of windowed kernels (program.py `place`), owned by the graph
+    self.ras: list = [None] * len(self.calls)    # the views moved to whole words (program.py `realign`), owned by the graph
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
     # views of JIT inputs (a realized slice of one): tinygrad's uop_replace has only the inputs themselves
@@ -85,16 +86,23 @@ class VulkanGraph(GraphRunner):
     if self.last_seq: self.q.wait(self.last_seq)
     if not self.dirty: return
     for j in sorted(self.dirty):
-      if (prg := self.runtimes[j]).abi.windowed:
+      prg = self.runtimes[j]
+      if self.ras[j] is not None: self.ras[j].free(self.dev.allocator)
+      self.ras[j] = prg.realign(self.bufs[j])
+      if prg.abi.windowed:
         if self.wins[j] is not None: self.wins[j].free(self.dev.allocator)
-        self.wins[j] = prg.place(self.bufs[j])
-      self.pcs[j] = prg.bind(self.sets[j], self.bufs[j], self.scalars[j], self.wins[j])
+        self.wins[j] = prg.place(self._launched(j))
+      self.pcs[j] = prg.bind(self.sets[j], self._launched(j), self.scalars[j], self.wins[j])
     cmd, hazards, roots, qp = self.cmd, Hazards(), {}, self.query_pool
     # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
     check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
-    for j, (prg, bufs, dset, pc, dims, win) in enumerate(zip(self.runtimes, self.bufs, self.sets, self.pcs, self.dims, self.wins)):
+    for j, (prg, dset, pc, dims, win, ra) in enumerate(zip(self.runtimes, self.sets, self.pcs, self.dims, self.wins, self.ras)):
+      bufs = self._launched(j)
+      for src, dst in ra.before if ra is not None else ():
+        hazards.order(cmd, [src], [dst])
+        record_copy(cmd, src, dst, src.size)
       if win is None: hazards.order(cmd, *prg.split(bufs))
       else:   # gathers first; a window covers other buffers too, so the kernel is ordered after and before everything
         for src, dst in win.copies:
@@ -105,10 +113,17 @@ class VulkanGraph(GraphRunner):
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
-      roots.update((id(x.root), x.root) for x in bufs)
+      for src, dst in ra.after if ra is not None else ():
+        hazards.order(cmd, [src], [dst])
+        record_copy(cmd, src, dst, src.size)
+      roots.update((id(x.root), x.root) for x in bufs + self.bufs[j])
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
     self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes
     self.dirty.clear()                  # only once the command buffer is complete: a failed recording is redone by the next call
+
+  def _launched(self, j:int) -> list:
+    """The buffers kernel j is bound to: its own, or the scratches of views moved to whole words."""
+    return self.ras[j].bufs if self.ras[j] is not None else self.bufs[j]
 
   def _collect(self):
     period = decimal.Decimal(self.q.timestamp_period)
@@ -120,7 +135,7 @@ class VulkanGraph(GraphRunner):
   def __del__(self):
     if self.dev.closed: return
     dev, pool, cmd, q, qp = self.dev, self.pool, self.cmd, self.q, self.query_pool
-    for w in self.wins:   # queue-ordered: whoever gets a scratch next uses it after the graph's last replay
+    for w in self.wins + self.ras:   # queue-ordered: whoever gets a scratch next uses it after the graph's last replay
       if w is not None: w.free(dev.allocator)
     q.defer(self.last_seq, lambda: (lib.vkDestroyDescriptorPool(dev.vkdev, pool, NULL), lib.vkFreeCommandBuffers(dev.vkdev, q.pool, 1,
             ffi.new("VkCommandBuffer[1]", [cmd])), qp is not None and lib.vkDestroyQueryPool(dev.vkdev, qp, NULL)))

@@ -8,7 +8,7 @@ from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, kernel_abi, numel
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, WORD_VIEW, kernel_abi, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
@@ -27,17 +27,19 @@ GATHER_SPEC = BufferSpec()
 def spirv_info(spv:bytes) -> tuple:
   """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
   bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces, the
-  windows of the split slots (renderer/abi.py REACH, SPLIT) and the bindings that are storage texel buffers (renderer/kernel.py
-  texel_slots)."""
+  windows of the split slots, the slots reached in words (renderer/abi.py REACH, SPLIT, WORD_VIEW) and the bindings that are
+  storage texel buffers (renderer/kernel.py texel_slots)."""
   local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var, images = (1, 1, 1), {}, set(), {}, {}, {}, {}, None, set()
   reach: dict[int, list[tuple[int, int, int]]] = {}
   split: dict[int, tuple[int, int, int]] = {}
+  words: set[int] = set()
   for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
     elif op == OP_SOURCE_EXTENSION:
       kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
       if kind == REACH: reach.setdefault(int(nums[0]), []).append(tuple(map(int, nums[1:])))
       elif kind == SPLIT: split[int(nums[0])] = tuple(map(int, nums[1:]))
+      elif kind == WORD_VIEW: words.add(int(nums[0]))
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
     elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
     elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
@@ -51,7 +53,7 @@ def spirv_info(spv:bytes) -> tuple:
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
   texel = frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images)
-  return local, set(binding.values()), ro, ro_addr, reach, split, texel
+  return local, set(binding.values()), ro, ro_addr, reach, split, words, texel
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
@@ -87,6 +89,19 @@ class Windows:
     """Give the scratch back (tinygrad's cache, or freed once the queue is done with it): a later use is queue-ordered after."""
     if self.scratch is not None: allocator.free(self.scratch, self.size, GATHER_SPEC); self.scratch = None
 
+@dataclass
+class Realigned:
+  """A launch's buffers with the views of slots reached in words that start inside a word (renderer/abi.py WORD_VIEW) replaced by
+  scratch buffers: `before` (view, scratch) copied in before the launch, `after` (scratch, view) copied out after it."""
+  bufs: list
+  before: list[tuple[VulkanBuffer, VulkanBuffer]]
+  after: list[tuple[VulkanBuffer, VulkanBuffer]]
+  scratches: list[tuple[VulkanBuffer, int]]
+  def free(self, allocator):
+    """Give the scratches back, as Windows.free does."""
+    for s, n in self.scratches: allocator.free(s, n, GATHER_SPEC)
+    self.scratches = []
+
 class VulkanProgram(Program["VulkanDevice"]):
   # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
   # cheaper, and a VkPipelineCache (in memory or persisted) changed nothing
@@ -110,7 +125,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.texel = spirv_info(obj.lib)
+    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.words, self.texel = spirv_info(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
     self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
@@ -351,6 +366,28 @@ class VulkanProgram(Program["VulkanDevice"]):
     else:  # more workgroups than one dispatch allows along x, or a piece: the base offset keeps gl_WorkGroupID.x global
       for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, x0 + base, 0, 0, min(mx, gx - base), gy, gz)
 
+  def realign(self, bufs) -> Realigned|None:
+    """The launch's buffers with each view of a slot reached in words that starts inside a word moved to a scratch buffer of its
+    own (one per view, whichever slots pass it); None when there is none. Rare: tinygrad folds slices into the index, only a
+    Buffer.view (a JIT input, a realized slice) is bound at another byte."""
+    views: dict[tuple[int, int, int], list[int]] = {}
+    for j, (i, b) in enumerate(zip(self.slots, bufs)):
+      if i in self.words and b.offset % 4: views.setdefault((id(b.root), b.offset, b.size), []).append(j)
+    if not views: return None
+    ra = Realigned(list(bufs), [], [], [])
+    try:
+      for js in views.values():
+        b = bufs[js[0]]
+        ra.scratches.append((s := self.dev.allocator.alloc(n := round_up(b.size, 4), GATHER_SPEC), n))
+        v = s.view(b.size, 0)
+        ra.before.append((b, v))
+        if any(j in self.written for j in js): ra.after.append((v, b))
+        for j in js: ra.bufs[j] = v
+    except BaseException:
+      ra.free(self.dev.allocator)
+      raise
+    return ra
+
   def split(self, bufs) -> tuple[list, list]:
     """(read-only buffers, written buffers) of a call."""
     return [b for i, b in enumerate(bufs) if i not in self.written], [bufs[i] for i in self.written]
@@ -358,15 +395,24 @@ class VulkanProgram(Program["VulkanDevice"]):
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q:   # the descriptor structs are shared by every launch of this program
-      if self.abi.windowed: batch, t0, t1 = self._windowed(bufs, groups, vals, wait)
-      else:
-        pc, pipeline = self.pack(bufs, vals)   # a new pipeline is built here, before the launch is ordered
-        with q.prepare(*self.split(bufs)) as batch:
-          dset = batch.alloc_set(self.set_layout) if self.ndesc else None
-          self.update(dset)
-          t0 = batch.timestamp() if wait or q.profiling() else None
-          self.record(batch.cmd, dset, pc, pipeline, groups)
-          t1 = self._recorded(batch, t0)
+      ra = self.realign(bufs)
+      try:
+        if ra is not None:
+          for src, dst in ra.before: q.copy(src, dst, src.size)
+          bufs = tuple(ra.bufs)
+        if self.abi.windowed: batch, t0, t1 = self._windowed(bufs, groups, vals, wait)
+        else:
+          pc, pipeline = self.pack(bufs, vals)   # a new pipeline is built here, before the launch is ordered
+          with q.prepare(*self.split(bufs)) as batch:
+            dset = batch.alloc_set(self.set_layout) if self.ndesc else None
+            self.update(dset)
+            t0 = batch.timestamp() if wait or q.profiling() else None
+            self.record(batch.cmd, dset, pc, pipeline, groups)
+            t1 = self._recorded(batch, t0)
+        if ra is not None:
+          for src, dst in ra.after: q.copy(src, dst, src.size)
+      finally:
+        if ra is not None: ra.free(self.dev.allocator)
     return q.timed_wait(batch, t0, t1) if wait else None
 
   def _recorded(self, batch, t0:int|None) -> int|None:

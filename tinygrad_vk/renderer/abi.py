@@ -22,6 +22,11 @@ A buffer parameter (slot 0..n-1) is
     (`OpSourceExtension "tinygrad_vk.split:<slot>:<k>:<w>:<first binding>"`); an access reads every window at its index clamped
     into it and selects the one the index falls in, and stores to that one only. Refused when the windows and one more for
     the other slots do not fit the descriptors.
+A slot of 1- or 2-byte elements that the kernel reaches in 32-bit words (renderer/packing.py) is bound at a whole word: its view's
+byte offset past the binding's start, _o<slot> x itemsize, a multiple of 4, so a field's bit shift comes from the index inside
+the view alone, the same for every slot indexed alike (`OpSourceExtension "tinygrad_vk.words:<slot>"`, WORD_VIEW). The runtime
+(program.py `realign`) moves a view at another byte through an aligned scratch buffer: copied in before the launch, and out after
+it where the kernel writes the slot.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
                   windowed: uint _off[n], per slot its element offset inside its window
@@ -59,7 +64,7 @@ class KernelABI:
     """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
-REACH, SPLIT = "tinygrad_vk.reach", "tinygrad_vk.split"
+REACH, SPLIT, WORD_VIEW = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words"
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""

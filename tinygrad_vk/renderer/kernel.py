@@ -23,7 +23,7 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT
+from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
@@ -141,12 +141,15 @@ class KernelPlan:
   local: tuple[int, int, int]
   reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
   split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
+  words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (abi.py WORD_VIEW)
 
   def notes(self) -> list[str]:
     """What the module carries for the runtime, one OpSourceExtension each (renderers write them as comments, compiler.py
-    moves them into the module): the reach of every slot launched in pieces, the windows of every split slot."""
+    moves them into the module): the reach of every slot launched in pieces, the windows of every split slot, the slots read
+    in words."""
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
-           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())]
+           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
+           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)]
 
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
@@ -275,7 +278,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   packed = packed_dtypes(caps)
   bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
-  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops))
+  words = frozenset(w.arg.slot for u in uops if u.op is Ops.INDEX and (w := word_array(caps, u)) is not None and w.op is Ops.PARAM)
+  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops), words=words)
   if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
   # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
   # each access selects from, when the descriptors hold them beside one window for the other slots

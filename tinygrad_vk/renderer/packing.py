@@ -14,8 +14,8 @@ only through its word view, and so is any 8/16-bit view (BITCAST/SHRINK chain) o
   * INDEX(BITCAST(B, uint), word), the BITCAST tagged "words" (`is_word_access`): word `word` of buffer B's memory. B is a
     PARAM (maybe under AFTER) or a LOCAL BUFFER under AFTER. When B's elements are under 4 bytes, `word` counts from the start
     of B's binding: it already contains the view's element offset CUSTOMI("_o{0}", slot) (int, in B's elements,
-    `view_offset`) and the renderer adds nothing; with 4- and 8-byte elements B's own offset is added by the renderer, as for
-    any uint view of B.
+    `view_offset`; a whole number of words, abi.py WORD_VIEW) and the renderer adds nothing; with 4- and 8-byte elements B's
+    own offset is added by the renderer, as for any uint view of B.
     Packed buffers are declared as arrays of uint (LOCAL: size * itemsize / 4 words).
   * LOAD of such an INDEX (uint), gated as LOAD(idx, 0u, gate); fields are cut out with shifts and masks. A field that may
     straddle two words (a 2- or 4-byte view at an odd byte) also reads the next word, under a gate.
@@ -37,7 +37,7 @@ from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
 from tinygrad.uop.ops import UOp, Ops, UPat, PatternMatcher, GroupOp, graph_rewrite
 from tinygrad.device import CompileError
 from tinygrad.codegen.decomp.dtype import pm_long_decomp
-from tinygrad_vk.renderer.views import chain, WORDS, is_word_access
+from tinygrad_vk.renderer.views import chain, WORDS, is_word_access, multiple_of
 
 NARROW = (dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort)
 INT32_OF = {dtypes.char: dtypes.int, dtypes.short: dtypes.int, dtypes.uchar: dtypes.uint, dtypes.ushort: dtypes.uint}
@@ -104,13 +104,20 @@ def _needs_words(caps, bidx:UOp) -> bool:
   packed, smallest = packed_dtypes(caps), min(s for _, s in terms)
   return bidx.dtype in packed or base.dtype in packed or (smallest < 4 and STORAGE_FLAG[smallest] not in caps)
 
+def _below_word(u:UOp) -> UOp:
+  """u less the terms of its sum that are multiples of 4: the same value mod 4, the same UOp for accesses that differ only in them."""
+  if u.op is not Ops.ADD: return u
+  parts = [_below_word(x) for x in u.src if multiple_of(x) % 4]
+  return parts[0] + parts[1] if len(parts) == 2 else parts[0] if parts else UOp.const(0, u.dtype)
+
 def _locate(bidx:UOp) -> tuple[UOp, UOp, UOp, int]:
-  """(word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is known to have)."""
+  """(word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is known to have).
+  A 1/2-byte PARAM's view offset is a whole number of words (abi.py WORD_VIEW): the shift depends on the index inside the view only."""
   base, terms, deps = chain(bidx)
-  if base.op is Ops.PARAM and base.dtype.itemsize < 4: terms.append((view_offset(base), base.dtype.itemsize))
   byte = sum((i.cast(dtypes.int) * s if s > 1 else i.cast(dtypes.int) for i, s in reversed(terms)), UOp.const(0, dtypes.int))
+  word = byte + view_offset(base) * base.dtype.itemsize if base.op is Ops.PARAM and base.dtype.itemsize < 4 else byte
   view = (base.after(*deps) if deps else base).bitcast(dtypes.uint).rtag(WORDS)
-  return view, byte >> 2, ((byte & 3) << 3).cast(dtypes.uint), min(min(s for _, s in terms), 4)
+  return view, word >> 2, ((_below_word(byte) & 3) << 3).cast(dtypes.uint), min(min(s for _, s in terms), 4)
 
 def _mask(k:int) -> int: return (1 << 8*k) - 1
 
@@ -144,7 +151,9 @@ def packed_load(ctx, ld:UOp) -> UOp|None:
     bits = bits | need.where(w1 << ((UOp.const(32, dtypes.uint) - sh) & 31), UOp.const(0, dtypes.uint))
   if k < 4: bits = bits & _mask(k)
   v = _value(bits, dt)
-  return gate[0].where(v, ld.src[1]) if gate else v
+  # a gated-off word reads 0, so the field's value is then the zero of dt: an alternative of +0 needs no select
+  alt = ld.src[1] if gate else None
+  return v if alt is None or (alt.op is Ops.CONST and alt.arg == 0 and not str(alt.arg).startswith("-")) else gate[0].where(v, alt)
 
 def _rmw(idx:UOp, keep:UOp, field:UOp|None, gate:UOp|None) -> UOp:
   old = idx.load(UOp.const(0, dtypes.uint), gate) if gate is not None else idx.load()
