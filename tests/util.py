@@ -120,13 +120,20 @@ class BindSpy:
   def __init__(self, monkeypatch):
     from tinygrad_vk.program import VulkanProgram
     self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)
-    orig = VulkanProgram.pack
+    self.words: set[int] = set()   # the slots reached in 32-bit words (renderer/abi.py WORD_VIEW)
+    self.moved: set[int] = set()   # the slots whose view was moved to a whole word (program.py realign)
+    orig, orig_realign = VulkanProgram.pack, VulkanProgram.realign
     def pack(prg, bufs, vals, win=None):
       pc, pipe = orig(prg, bufs, vals, win)
       offs = [prg.infos[bd].offset if bd is not None else b.offset for b, bd in zip(bufs, prg.abi.binding)]
       self.binds.append((offs, next(k for k, p in prg.pipelines.items() if p == pipe), prg.aligned))
+      self.words |= prg.words
       return pc, pipe
+    def realign(prg, bufs):
+      if (ra := orig_realign(prg, bufs)) is not None: self.moved |= {i for i, a, b in zip(prg.slots, bufs, ra.bufs) if a is not b}
+      return ra
     monkeypatch.setattr(VulkanProgram, "pack", pack)
+    monkeypatch.setattr(VulkanProgram, "realign", realign)
   def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
   def variant_used(self, slot:int) -> bool: return any(key[slot] != aligned[slot] for _, key, aligned in self.binds)
 
