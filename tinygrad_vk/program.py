@@ -370,6 +370,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     """The launch's buffers with each view of a slot reached in words that starts inside a word moved to a scratch buffer of its
     own (one per view, whichever slots pass it); None when there is none. Rare: tinygrad folds slices into the index, only a
     Buffer.view (a JIT input, a realized slice) is bound at another byte."""
+    if not self.words: return None
     views: dict[tuple[int, int, int], list[int]] = {}
     for j, (i, b) in enumerate(zip(self.slots, bufs)):
       if i in self.words and b.offset % 4: views.setdefault((id(b.root), b.offset, b.size), []).append(j)
