@@ -71,9 +71,11 @@ def test_spread_reductions(shape, fn, request):
 
 @needs_budget
 def test_noopt_and_matvec():
+  # float32 sums of 70001 terms: 3e-3 off the float64 sum with some draws (a dot product, seen under pytest -n 2); a lost term
+  # moves them by ~1, as in test_spread_reductions
   a, v = data((5, 70001)), data(70001)
-  with Context(NOOPT=1): np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose((Tensor(a) @ Tensor(v)).numpy(), a.astype(np.float64) @ v, rtol=1e-4, atol=1e-3)
+  with Context(NOOPT=1): np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-2)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(v)).numpy(), a.astype(np.float64) @ v, rtol=1e-4, atol=1e-2)
 
 @needs_budget
 def test_loops_nested_through_a_dependency():
