@@ -98,24 +98,22 @@ class VulkanGraph(GraphRunner):
     check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
                                             flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
-    for j, (prg, dset, pc, dims, win, ra) in enumerate(zip(self.runtimes, self.sets, self.pcs, self.dims, self.wins, self.ras)):
-      bufs = self._launched(j)
-      for src, dst in ra.before if ra is not None else ():
+    def copies(pairs):
+      for src, dst in pairs:
         hazards.order(cmd, [src], [dst])
         record_copy(cmd, src, dst, src.size)
+    for j, (prg, dset, pc, dims, win, ra) in enumerate(zip(self.runtimes, self.sets, self.pcs, self.dims, self.wins, self.ras)):
+      bufs = self._launched(j)
+      if ra is not None: copies(ra.before)
       if win is None: hazards.order(cmd, *prg.split(bufs))
       else:   # gathers first; a window covers other buffers too, so the kernel is ordered after and before everything
-        for src, dst in win.copies:
-          hazards.order(cmd, [src], [dst])
-          record_copy(cmd, src, dst, src.size)
+        copies(win.copies)
         hazards.order_all(cmd)
         roots.update((id(x.root), x.root) for x in win.scratches)
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)
-      for src, dst in ra.after if ra is not None else ():
-        hazards.order(cmd, [src], [dst])
-        record_copy(cmd, src, dst, src.size)
+      if ra is not None: copies(ra.after)
       roots.update((id(x.root), x.root) for x in bufs + self.bufs[j])
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
     self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes

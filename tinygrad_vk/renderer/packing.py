@@ -31,7 +31,7 @@ renderer/sin32.py). A 64-bit scalar var, which tinygrad's rules cannot split (th
 the kernel as its two 32-bit push-constant words: CUSTOMI(VAR_WORD, var, w) (`var_words`).
 """
 from __future__ import annotations
-import functools
+import functools, math
 from dataclasses import replace
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
 from tinygrad.uop.ops import UOp, Ops, UPat, PatternMatcher, GroupOp, graph_rewrite
@@ -153,7 +153,7 @@ def packed_load(ctx, ld:UOp) -> UOp|None:
   v = _value(bits, dt)
   # a gated-off word reads 0, so the field's value is then the zero of dt: an alternative of +0 needs no select
   alt = ld.src[1] if gate else None
-  return v if alt is None or (alt.op is Ops.CONST and alt.arg == 0 and not str(alt.arg).startswith("-")) else gate[0].where(v, alt)
+  return v if alt is None or (alt.op is Ops.CONST and alt.arg == 0 and math.copysign(1, alt.arg) > 0) else gate[0].where(v, alt)
 
 def _rmw(idx:UOp, keep:UOp, field:UOp|None, gate:UOp|None) -> UOp:
   old = idx.load(UOp.const(0, dtypes.uint), gate) if gate is not None else idx.load()
