@@ -20,6 +20,12 @@ def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
     return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
   return rng.uniform(lo, hi, size=shape).astype(dtype)
 
+def flushed(x:np.ndarray) -> np.ndarray:
+  """x as float32 arithmetic leaves it on this device: where probe.py measured that the driver flushes denormals (no "denorm" flag;
+  no driver here promises either behaviour), a denormal is a zero of its sign."""
+  if "denorm" in Device["VULKAN"].caps: return x
+  return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x), x).astype(x.dtype)
+
 def in_words(dt) -> bool:
   """half without shaderFloat16: computed in float, rounded where stored or cast to half (renderer/half.py); no vector accesses of it."""
   from tinygrad import dtypes
@@ -44,7 +50,11 @@ def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
   """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run (see kernel_programs)."""
   return [p.src[2].arg for p in kernel_programs(t, device)]
 
-def run_python(code:str, env:dict|None=None, timeout=600) -> subprocess.CompletedProcess:
+# a guard against a hang (a deadlock, a lost device) for the tests whose failure would be one: far past what the slowest driver here
+# (SwiftShader) needs. Every other subprocess runs to its end: a slower driver is not a failure.
+HANG_S = 900
+
+def run_python(code:str, env:dict|None=None, timeout:float|None=None) -> subprocess.CompletedProcess:
   """Run code in a fresh interpreter (device switches are read once per process), on this run's DEV (and so its renderer)."""
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                         env={"DEV": "VULKAN", **os.environ, **(env or {})})

@@ -44,7 +44,7 @@ OPCODES = {
   "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
   "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
   "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
-  "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
+  "OpIsNan": 156, "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpFUnordLessThan": 185, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
   "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
   "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
   "OpBranchConditional": 250, "OpReturn": 253}

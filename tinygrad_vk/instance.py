@@ -9,6 +9,7 @@ from typing import Any
 from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
 from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, MIN_VK, MAX_VK
+from tinygrad_vk.probe import measure
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
@@ -17,8 +18,6 @@ DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE
 # the default order of VULKAN:0, 1, ...: discrete, integrated, virtual GPUs, then the rest
 DEVICE_ORDER = [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU,
                 vk.VK_PHYSICAL_DEVICE_TYPE_OTHER, vk.VK_PHYSICAL_DEVICE_TYPE_CPU]
-# llvmpipe exits every loop of a shader invocation after 65535 back-edges in total (gallivm LP_MAX_TGSI_LOOP_ITERATIONS)
-LLVMPIPE_LOOP_LIMIT = 65535
 # llvmpipe runs workgroups on LP_NUM_THREADS threads (0: inline in the submitting thread), by default one per CPU, at most
 # LP_MAX_THREADS (src/gallium/drivers/llvmpipe/lp_limits.h: 32 in the Mesa source checked, not the 22.3 tag; lp_screen.c)
 def llvmpipe_threads() -> int: return max(1, min(32, env_number("LP_NUM_THREADS", os.cpu_count() or 1)))
@@ -140,7 +139,7 @@ class PhysicalDevice:
     self.index, self.handle = index, handle
     base = ffi.new("VkPhysicalDeviceProperties*")
     lib.vkGetPhysicalDeviceProperties(handle, base)
-    self.name, self.type, self.api_version = cstr(base.deviceName), base.deviceType, base.apiVersion
+    self.name, self.type, self.api_version, self.driver_version = cstr(base.deviceName), base.deviceType, base.apiVersion, base.driverVersion
     self.vk = min(vk_of(self.api_version), instance_vk)   # the version in use: the instance's apiVersion caps the device's
     self.extensions = {cstr(e.extensionName) for e in enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", handle, NULL)}
     if self.vk < MIN_VK: return   # refused by select_devices; nothing past Vulkan 1.0 may be called on it
@@ -217,6 +216,8 @@ class PhysicalDevice:
     if f["shaderFloat64"]: out.add("f64")
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
+    m = measure(self)
+    out |= {f for f, ok in (("nanexp", m.exp2_nan), ("denorm", m.denorm32)) if ok}
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
@@ -246,9 +247,10 @@ class PhysicalDevice:
                 maxloop=self.loop_budget())
 
   def loop_budget(self) -> int:
-    """Loop passes one invocation may make (0: unbounded). VULKAN_MAX_LOOP_ITERATIONS may lower a driver's real limit, never
-    raise it: llvmpipe silently ends a loop past its limit, so a higher budget would return wrong results."""
-    limit = LLVMPIPE_LOOP_LIMIT if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0
+    """Loop passes one invocation may make (0: unbounded), as measured (probe.py). VULKAN_MAX_LOOP_ITERATIONS may lower a driver's
+    real limit, never raise it: llvmpipe before Mesa 25.0 silently ends a loop past its limit, so a higher budget would return wrong
+    results."""
+    limit = measure(self).loop_limit
     n = env_number("VULKAN_MAX_LOOP_ITERATIONS", limit)
     if limit and not 0 < n <= limit:
       raise RuntimeError(f"VULKAN_MAX_LOOP_ITERATIONS={n}: {self.name} ends every loop after {limit} passes without a word, so the "

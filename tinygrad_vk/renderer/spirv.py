@@ -307,14 +307,17 @@ class SPIRVKernel:
       return acc
     a = [self.r[s] for s in x.src]
     if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
-    if x.op is Ops.EXP2: return self.ext("Exp2", ty, a[0])
+    if x.op is Ops.EXP2:   # where the driver's Exp2 loses a NaN (caps.FLAGS "nanexp"), the NaN is selected
+      v = self.ext("Exp2", ty, a[0])
+      return v if "nanexp" in self.caps else self.op("OpSelect", ty, self.op("OpIsNan", self.T(dtypes.bool), a[0]), a[0], v, prefix="alu")
     if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
     if x.op in (Ops.SQRT, Ops.LOG2):
-      # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined; tinygrad wants IEEE: NaN below zero, -inf at zero
+      # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below
+      # zero and for NaN (an unordered x < 0 is both), -inf at zero
       zero, b = self.const(x.dtype, 0), self.T(dtypes.bool)
       v = self.ext("Sqrt" if x.op is Ops.SQRT else "Log2", ty, a[0])
       if x.op is Ops.LOG2: v = self.op("OpSelect", ty, self.op("OpFOrdEqual", b, a[0], zero), self.const(x.dtype, -math.inf), v)
-      return self.op("OpSelect", ty, self.op("OpFOrdLessThan", b, a[0], zero), self.const(x.dtype, math.nan), v, prefix="alu")
+      return self.op("OpSelect", ty, self.op("OpFUnordLessThan", b, a[0], zero), self.const(x.dtype, math.nan), v, prefix="alu")
     if x.op is Ops.CMOD and dtypes.is_float(x.dtype):   # a-b*trunc(a/b), as the GLSL renderer
       return self.op("OpFSub", ty, a[0], self.op("OpFMul", ty, a[1], self.ext("Trunc", ty, self.op("OpFDiv", ty, *a))), prefix="alu")
     if (name := ALU.get(x.op, (None,) * 4)[kind(sdt)]) is None: raise CompileError(f"no SPIR-V instruction for {x.op} on {sdt}")

@@ -1,0 +1,178 @@
+"""What a driver does but does not report, measured by one tiny kernel per driver version and kept in tinygrad's disk cache.
+
+* The loop budget: Mesa's llvmpipe before 25.0 ends every loop of an invocation after 65535 passes in total without a word
+  (gallivm's loop limiter, removed by Mesa commit ac0f643d4b03 "gallivm: Remove loop limiting", first released in 25.0.0,
+  https://docs.mesa3d.org/relnotes/25.0.0.html). No property reports it, so a loop of LOOP_PASSES passes counts what runs.
+* Whether GLSL.std.450 Exp2 returns NaN for NaN. The Vulkan spec bounds Exp2's precision only on its domain and NaN is not in it,
+  so SignedZeroInfNanPreserve alone does not promise it: SwiftShader returns +inf.
+* Whether float32 denormals survive arithmetic. No driver here reports shaderDenormPreserveFloat32 or ...FlushToZeroFloat32, so
+  either may happen: lavapipe keeps them, SwiftShader flushes them.
+The kernel runs on a VkDevice of its own, before tinygrad_vk opens the real one, so that `Caps` are whole from the start.
+"""
+from __future__ import annotations
+import functools, struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from tinygrad.helpers import diskcache_get, diskcache_put
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.caps import Caps, spirv_target
+from tinygrad_vk.compiler import assemble, add_nan_preserve
+if TYPE_CHECKING: from tinygrad_vk.instance import PhysicalDevice
+
+VERSION = 1                  # bump when the kernel or what is read from it changes: the disk cache keys on it
+LOOP_PASSES = (1 << 17) + 7  # past llvmpipe's 65535
+NAN, ONE, DENORMAL = 0x7fc00000, 0x3f800000, 0x00400000   # float32 bits: a quiet NaN, 1.0, 2^-127
+
+@dataclass(frozen=True)
+class Measured:
+  loop_limit: int    # passes a loop may make, 0: unbounded
+  exp2_nan: bool     # Exp2(NaN) is NaN
+  denorm32: bool     # a float32 denormal times 1.0 is itself
+
+# words[0] = n; words[1] = passes of a loop of n; words[3] = Exp2(NaN of words[2]); words[6] = words[4] * words[5] (floats)
+KERNEL = """OpCapability Shader
+%ext = OpExtInstImport "GLSL.std.450"
+OpMemoryModel Logical GLSL450
+OpEntryPoint GLCompute %main "main"{interface}
+OpExecutionMode %main LocalSize 1 1 1
+OpDecorate %arr ArrayStride 4
+OpMemberDecorate %S 0 Offset 0
+OpDecorate %S Block
+OpDecorate %buf DescriptorSet 0
+OpDecorate %buf Binding 0
+%void = OpTypeVoid
+%fn = OpTypeFunction %void
+%bool = OpTypeBool
+%uint = OpTypeInt 32 0
+%float = OpTypeFloat 32
+%arr = OpTypeRuntimeArray %uint
+%S = OpTypeStruct %arr
+%pS = OpTypePointer StorageBuffer %S
+%pu = OpTypePointer StorageBuffer %uint
+%buf = OpVariable %pS StorageBuffer
+""" + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in range(7)) + """%main = OpFunction %void None %fn
+%entry = OpLabel
+%p0 = OpAccessChain %pu %buf %c0 %c0
+%n = OpLoad %uint %p0
+OpBranch %head
+%head = OpLabel
+%i = OpPhi %uint %c0 %entry %next %cont
+OpLoopMerge %merge %cont None
+OpBranch %cond
+%cond = OpLabel
+%more = OpULessThan %bool %i %n
+OpBranchConditional %more %cont %merge
+%cont = OpLabel
+%next = OpIAdd %uint %i %c1
+OpBranch %head
+%merge = OpLabel
+%p1 = OpAccessChain %pu %buf %c0 %c1
+OpStore %p1 %i
+%p2 = OpAccessChain %pu %buf %c0 %c2
+%nb = OpLoad %uint %p2
+%nan = OpBitcast %float %nb
+%e = OpExtInst %float %ext Exp2 %nan
+%eb = OpBitcast %uint %e
+%p3 = OpAccessChain %pu %buf %c0 %c3
+OpStore %p3 %eb
+%p4 = OpAccessChain %pu %buf %c0 %c4
+%db = OpLoad %uint %p4
+%d = OpBitcast %float %db
+%p5 = OpAccessChain %pu %buf %c0 %c5
+%ob = OpLoad %uint %p5
+%o = OpBitcast %float %ob
+%m = OpFMul %float %d %o
+%mb = OpBitcast %uint %m
+%p6 = OpAccessChain %pu %buf %c0 %c6
+OpStore %p6 %mb
+OpReturn
+OpFunctionEnd
+"""
+
+@functools.cache
+def measure(phys:PhysicalDevice) -> Measured:
+  """The driver's measured behaviour, from the disk cache when this driver version has been measured before."""
+  key = f"{phys.name}|{phys.driver}|{phys.driver_version}|{phys.api_version}|{phys.vk}|v{VERSION}"
+  if (words := diskcache_get("vulkan_probe", key)) is None: diskcache_put("vulkan_probe", key, words := run(phys))
+  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, exp2_nan=(words[3] & 0x7fffffff) > 0x7f800000,
+                  denorm32=words[6] == DENORMAL)
+
+def run(phys:PhysicalDevice) -> list[int]:
+  """Run KERNEL once on a device of its own. The kernel declares SignedZeroInfNanPreserve where the driver has it, as ours do, from
+  Vulkan 1.2 on (on 1.1 enabling VK_KHR_shader_float_controls crashes the 1.3.239 validation layer in vkCreateDevice; without the
+  mode a NaN can only be lost, so Exp2 is then guarded)."""
+  nan = frozenset({"nan32"}) if phys.nan_preserve[32] and phys.vk >= 12 else frozenset()
+  feats, exts, keep = phys.device_features(Caps(nan, vk=phys.vk))
+  target = spirv_target(Caps(vk=phys.vk))   # SPIR-V 1.4 on lists every global variable an entry point uses, before only Input/Output
+  spv = assemble(KERNEL.format(interface=" %buf" if target.version >= (1, 4) else ""), target.word)
+  if nan: spv = add_nan_preserve(spv, (32,))
+  names = [ffi.new("char[]", e.encode()) for e in exts]
+  prio, out = ffi.new("float[1]", [1.0]), ffi.new("VkDevice*")
+  qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
+  check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
+        enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out), "vkCreateDevice (probe)")
+  d, made = out[0], []   # made: (destroy function, handle), undone in reverse
+  def create(fn, destroy, ctype, info):
+    h = ffi.new(ctype + "*")
+    check(fn(d, info, NULL, h), f"creating a {ctype} (probe)")
+    made.append((destroy, h[0]))
+    return h[0]
+  try:
+    words = [LOOP_PASSES, 0, NAN, 0, DENORMAL, ONE, 0, 0]
+    size = 4 * len(words)
+    buf = create(lib.vkCreateBuffer, lib.vkDestroyBuffer, "VkBuffer", new("VkBufferCreateInfo", size=size,
+                 usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
+    req = ffi.new("VkMemoryRequirements*")
+    lib.vkGetBufferMemoryRequirements(d, buf, req)
+    host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    ti = next(t.index for t in phys.memory_types if req.memoryTypeBits >> t.index & 1 and t.flags & host == host)
+    mem = create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory", new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
+    check(lib.vkBindBufferMemory(d, buf, mem, 0), "vkBindBufferMemory")
+    ptr = ffi.new("void**")
+    check(lib.vkMapMemory(d, mem, 0, size, 0, ptr), "vkMapMemory")
+    ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
+    code = ffi.from_buffer("uint32_t[]", spv)
+    module = create(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule", new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
+    bind = ffi.new("VkDescriptorSetLayoutBinding*", {"binding": 0, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
+                                                      "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
+    sl = create(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
+                new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))
+    sls = ffi.new("VkDescriptorSetLayout[1]", [sl])
+    pl = create(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout", new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
+    entry = ffi.new("char[]", b"main")
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module, "pName": entry}
+    pipe = ffi.new("VkPipeline*")
+    check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe), "vkCreateComputePipelines (probe)")
+    made.append((lib.vkDestroyPipeline, pipe[0]))
+    size_ = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1})
+    pool = create(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool",
+                  new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1, pPoolSizes=size_))
+    ds = ffi.new("VkDescriptorSet*")
+    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds),
+          "vkAllocateDescriptorSets")
+    info = ffi.new("VkDescriptorBufferInfo*", {"buffer": buf, "offset": 0, "range": size})
+    lib.vkUpdateDescriptorSets(d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1,
+                                         descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=info), 0, NULL)
+    cpool = create(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool", new("VkCommandPoolCreateInfo", queueFamilyIndex=phys.queue_family))
+    cmd = ffi.new("VkCommandBuffer*")
+    check(lib.vkAllocateCommandBuffers(d, new("VkCommandBufferAllocateInfo", commandPool=cpool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                                commandBufferCount=1), cmd), "vkAllocateCommandBuffers")
+    check(lib.vkBeginCommandBuffer(cmd[0], new("VkCommandBufferBeginInfo")), "vkBeginCommandBuffer")
+    lib.vkCmdBindPipeline(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe[0])
+    lib.vkCmdBindDescriptorSets(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, ds, 0, NULL)
+    lib.vkCmdDispatch(cmd[0], 1, 1, 1)
+    lib.vkCmdPipelineBarrier(cmd[0], vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT), 0, NULL, 0, NULL)
+    check(lib.vkEndCommandBuffer(cmd[0]), "vkEndCommandBuffer")
+    fence = create(lib.vkCreateFence, lib.vkDestroyFence, "VkFence", new("VkFenceCreateInfo"))
+    q = ffi.new("VkQueue*")
+    lib.vkGetDeviceQueue(d, phys.queue_family, 0, q)
+    check(lib.vkQueueSubmit(q[0], 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmd), fence), "vkQueueSubmit (probe)")
+    if check(lib.vkWaitForFences(d, 1, ffi.new("VkFence[1]", [fence]), 1, 60 * 10**9), "vkWaitForFences (probe)") == vk.VK_TIMEOUT:
+      raise RuntimeError(f"VULKAN: {phys.name} did not run a one-invocation probe kernel in 60 s")
+    return list(struct.unpack(f"<{len(words)}I", ffi.buffer(ptr[0], size)))
+  finally:
+    lib.vkDeviceWaitIdle(d)
+    for destroy, h in reversed(made): destroy(d, h, NULL)
+    lib.vkDestroyDevice(d, NULL)
+    del keep
