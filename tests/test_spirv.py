@@ -42,6 +42,19 @@ INT_OPS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "sub": lambda a
            "where": lambda a, b: (a < b).where(a, b) if isinstance(a, Tensor) else np.where(a < b, a, b)}
 
 @needs_glslang
+def test_glsl_value_selects_are_not_branches():
+  # glslang compiles every ?: into a branch and a Function variable: SwiftShader took minutes and 17 GB to build a half kernel with
+  # 99 of them (tests/test_half_models.py under VULKAN_PROFILE=min). Selects of values (where, casts from bool, the log2 and sqrt
+  # guards) are mix() with a bool selector, one OpSelect each; only the loop branches remain
+  from tinygrad_vk.compiler import disassemble
+  from util import glsl_compiler
+  x = data(1031)
+  def fn(): return (Tensor(x) > 0).where(Tensor(x).log2(), Tensor(x).sqrt()) + (Tensor(x) < 1).cast(dtypes.float)
+  with Context(DEV="VULKAN:GLSL"):
+    assert all("OpSelectionMerge" not in disassemble(glsl_compiler().compile(s)) for s in kernel_sources(fn()))
+    with np.errstate(all="ignore"): np.testing.assert_allclose(fn().numpy(), np.where(x > 0, np.log2(x), np.sqrt(x)) + (x < 1), rtol=1e-6, atol=2**-21)
+
+@needs_glslang
 @pytest.mark.parametrize("dt", [d for d in NATIVE if d != dtypes.bool], ids=str)
 def test_elementwise_every_dtype(dt):
   npdt = _to_np_dtype(dt)

@@ -67,10 +67,15 @@ def render_bitcast(to:DType, frm:DType, x:str) -> str:
   if to in dtypes.ints and frm in dtypes.ints: return f"{TYPES[to]}({x})"   # same width: GLSL integer conversions keep the bits
   raise CompileError(f"VULKAN: no GLSL bitcast from {frm} to {to}")
 
+def select(c:str, t:str, f:str) -> str:
+  """c ? t : f for values, as mix(): glslang turns a ?: into a branch and a Function variable (SwiftShader took minutes to build a
+  kernel of 99), mix() with a bool selector into one OpSelect. Never for a gated load: only ?: keeps the load from running."""
+  return f"mix({f},{t},{c})"
+
 def render_cast(to:DType, frm:DType, x:str) -> str:
   if to == frm: return x
   if to == dtypes.bool: return f"({x}!={lit(frm, 0)})"           # C semantics: nonzero (NaN included) is true
-  if frm == dtypes.bool: return f"({x}?{lit(to, 1)}:{lit(to, 0)})"
+  if frm == dtypes.bool: return select(x, lit(to, 1), lit(to, 0))
   return f"{TYPES[to]}({x})"
 
 def offset(word:int, shift:int, mask:int|None) -> str:
@@ -79,10 +84,11 @@ def offset(word:int, shift:int, mask:int|None) -> str:
 
 def _is_signed(dt:DType) -> bool: return dt in dtypes.sints
 def guard(op:str, x:str, dt:DType) -> str:
-  # GLSL leaves log2(x<=0) and sqrt(x<0) undefined; tinygrad wants IEEE: NaN below zero, -inf at zero
+  # GLSL leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below zero and for
+  # NaN (!(x>=0) is both), -inf at zero
   nan, inf = f"{TYPES[dt]}(uintBitsToFloat(0x7fc00000u))", f"{TYPES[dt]}(uintBitsToFloat(0x7f800000u))"
-  if op == "log2": return f"(({x})<{lit(dt, 0)}?{nan}:(({x})=={lit(dt, 0)}?-{inf}:log2({x})))"
-  return f"(({x})<{lit(dt, 0)}?{nan}:sqrt({x}))"
+  if op == "log2": return select(f"!(({x})>={lit(dt, 0)})", nan, select(f"({x})=={lit(dt, 0)}", f"-{inf}", f"log2({x})"))
+  return select(f"!(({x})>={lit(dt, 0)})", nan, f"sqrt({x})")
 
 def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
   """An index as int, or as int64 for an access through a 64-bit address (Access.addr64)."""
@@ -140,7 +146,8 @@ def _write(ctx:GLSLRenderer, a:Access, dt:DType, v:str) -> str:
     u = UINT_OF_SIZE[dt.itemsize]
     return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, v)};" + "".join(
       " " + in_window(ctx, a, j, lambda lv, j=j: f"{lv} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});") for j in range(a.k)) + " }"
-  return in_window(ctx, a, 0, lambda lv: f"{lv} = {f'uint8_t({v}?1u:0u)' if dt == dtypes.bool and a.dtype != dt else v};")
+  if dt == dtypes.bool and a.dtype != dt: v = f"uint8_t({select(v, '1u', '0u')})"
+  return in_window(ctx, a, 0, lambda lv: f"{lv} = {v};")
 
 def render_index(ctx:GLSLRenderer, x:UOp, b:UOp, idx:UOp) -> str:
   # a lane of a vector value (a coalesced load or a STACK), not a buffer element
@@ -209,12 +216,13 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
       else f"({a}%{b})",
     Ops.CMPNE: lambda a,b,dtype: f"({a}!={b})", Ops.CMPEQ: lambda a,b,dtype: f"({a}=={b})", Ops.CMPLT: lambda a,b,dtype: f"({a}<{b})",
     Ops.SHR: lambda a,b,dtype: f"({a}>>{b})", Ops.SHL: lambda a,b,dtype: f"({a}<<{b})",
-    Ops.WHERE: lambda a,b,c,dtype: f"({a}?{b}:{c})"}
+    Ops.WHERE: lambda a,b,c,dtype: select(a, b, c)}
   string_rewrite = glsl_rewrite
 
   def __init__(self, target):
     super().__init__(target)
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
+    if "nanexp" not in self.caps: self.code_for_op = {**self.code_for_op, Ops.EXP2: lambda x,dtype: select(f"isnan({x})", x, f"exp2({x})")}
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if (dtype := held(self.caps, dtype)) not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
