@@ -8,13 +8,13 @@ import pytest
 import vulkan as vk
 from tinygrad import Tensor, Device, TinyJit
 from tinygrad_vk.queue import DeviceLost
-from util import data, run_python
+from util import data, run_python, HANG_S
 
 def chain(t):
   for _ in range(3): t = (t * 2 + 1).contiguous()
   return t.realize()
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(HANG_S)
 
 class Injected(Exception): pass
 
@@ -157,5 +157,5 @@ print("\\n".join(res))
 def test_in_a_thread():
   # tinygrad's disk cache belongs to the thread that first used it: a process of its own, where only that thread uses tinygrad
   # and opens the devices (no hold-back is installed off the main thread); the exception is raised in that thread
-  r = run_python(THREAD, timeout=280)
+  r = run_python(THREAD, timeout=HANG_S)
   assert r.returncode == 0 and r.stdout.split("\n")[:len(IDS)] == [i + " ok" for i in IDS], r.stdout[-6000:] + r.stderr[-3000:]

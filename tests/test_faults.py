@@ -6,9 +6,9 @@ import pytest
 import vulkan as vk
 from tinygrad import Tensor, Device
 from tinygrad_vk.vk import ERROR_OUT_OF_POOL_MEMORY
-from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry
+from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry, HANG_S
 
-pytestmark = pytest.mark.timeout(300)   # a hang fails the test instead of the suite
+pytestmark = pytest.mark.timeout(HANG_S)   # a hang fails the test instead of the suite
 
 @pytest.fixture
 def launched(monkeypatch) -> list[str]:
@@ -257,7 +257,7 @@ print("parent ok", flush=True)
 """
 
 def test_fork_after_use():
-  r = run_python(FORK, timeout=120)
+  r = run_python(FORK, timeout=HANG_S)
   assert r.returncode == 0 and "parent ok" in r.stdout, r.stdout + r.stderr[-3000:]
   # the child refuses the parent's device (lavapipe, a CPU driver, might well compute right in a child: the guard says no)
   assert "child error: VULKAN" in r.stdout and "os.fork()" in r.stdout, r.stdout + r.stderr[-3000:]
@@ -282,7 +282,7 @@ if __name__ == "__main__":
 def test_multiprocessing_pool(tmp_path, method):
   import subprocess
   (script := tmp_path / "pool.py").write_text(POOL)
-  r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=280, env={**os.environ, "DEV": "VULKAN"})
+  r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "DEV": "VULKAN"})
   assert r.returncode == 0 and "pool ok" in r.stdout, r.stdout + r.stderr[-3000:]
 
 THREADS = """
@@ -321,7 +321,7 @@ print("hung" if any(t.is_alive() for t in ts) else sorted(results.items()), flus
 def test_threads_launch_at_once():
   # tinygrad itself is not thread-safe above the backend (its disk cache connection belongs to the thread that opened it, and a
   # Context set by one thread is seen by all), so the threads drive the runtime directly
-  r = run_python(THREADS, timeout=280)
+  r = run_python(THREADS, timeout=HANG_S)
   assert r.returncode == 0 and r.stdout.strip() == "[(1, 'ok'), (2, 'ok'), (3, 'ok')]", r.stdout + r.stderr[-3000:]
 
 # ---- the SPIR-V disk cache
@@ -349,9 +349,9 @@ for i, how in enumerate(DAMAGE):   # a kernel per kind of damage, in a disk cach
 def test_damaged_cache_entries_in_a_new_process(tmp_path):
   # a new process reads the damaged entries (this one would use the programs it already built): correct results, no hang or crash
   env = {"CACHEDB": str(tmp_path / "cache.db")}
-  r = run_python(CACHED_RUN, {**env, "STEP": "damage"}, timeout=120)
+  r = run_python(CACHED_RUN, {**env, "STEP": "damage"})
   assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-  r = run_python(CACHED_RUN, {**env, "STEP": "run"}, timeout=120)
+  r = run_python(CACHED_RUN, {**env, "STEP": "run"})
   assert r.returncode == 0 and r.stdout.split() == [w for how in DAMAGE for w in (how, "True")], r.stdout + r.stderr[-3000:]
 
 # ---- setup errors

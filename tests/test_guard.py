@@ -35,7 +35,7 @@ dev.synchronize(); print("reported once")
 """
 
 def run(guard:str) -> dict[str, str]:
-  r = run_python(SCRIPT, {"VULKAN_GUARD": guard}, timeout=120)
+  r = run_python(SCRIPT, {"VULKAN_GUARD": guard})
   assert r.returncode == 0, r.stdout + r.stderr[-3000:]
   return dict(line.split(": ", 1) for line in r.stdout.strip().splitlines() if ": " in line) | {"out": r.stdout}
 

@@ -7,7 +7,7 @@ from util import ROOT, data
 
 @pytest.mark.parametrize("args", [["--size", "1001"], ["--size", "70001", "--device", "1"]])
 def test_roundtrip_script(args):
-  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "roundtrip.py"), *args], capture_output=True, text=True, timeout=300)
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "roundtrip.py"), *args], capture_output=True, text=True)
   assert r.returncode == 0, r.stdout + r.stderr
   # every figure it reports is there and measured: compile and pipeline times, and a GPU time from the timestamps for both runs
   n = int(args[1])
@@ -45,11 +45,11 @@ assert w.worker_pool is not None, "kernels were not compiled in worker processes
 np.testing.assert_allclose((x + y).numpy(), np.arange(1, 38) * 2 + np.sqrt(np.arange(1, 38) + 3), rtol=1e-6)
 print(Device.DEFAULT, "ok")
 """
-  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                      env={**os.environ, "DEV": "VULKAN", "PARALLEL": "2", "CACHELEVEL": "0"})
   assert r.returncode == 0 and "VULKAN ok" in r.stdout, r.stdout + r.stderr
 
 def test_vulkan_is_never_the_default_device():
-  r = subprocess.run([sys.executable, "-c", "from tinygrad import Device; print(Device.DEFAULT)"], capture_output=True, text=True, timeout=120,
+  r = subprocess.run([sys.executable, "-c", "from tinygrad import Device; print(Device.DEFAULT)"], capture_output=True, text=True,
                      env={k: v for k, v in os.environ.items() if k != "DEV"})
   assert r.returncode == 0 and r.stdout.strip() != "VULKAN", r.stdout + r.stderr
