@@ -18,11 +18,13 @@ def profile_changes(phys) -> list[str]:
 
 def unsupported(phys, caps) -> list[str]:
   """What this device cannot do, explicitly."""
-  out, prof = [], apply_profile(phys.real_caps(), os.environ.get("VULKAN_PROFILE", ""))
+  out, prof, own = [], apply_profile(phys.real_caps(), os.environ.get("VULKAN_PROFILE", "")), phys.caps()
   for flag, what in FLAGS.items():
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
-                                                    " (VULKAN_DISABLE)" if flag in phys.flags() else ""))
-  if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (llvmpipe's loop limiter): longer "
+                                                    " (VULKAN_DISABLE)" if flag in prof and flag not in own else
+                                                    " (another device of VULKAN_DEVICES has not)" if flag in own else ""))
+  if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (the driver's loop limiter, measured: "
+                              "llvmpipe before Mesa 25.0): longer "
                               "reductions are spread over the workgroup; a long loop that is not a reduction into registers, or a "
                               f"reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
   if "bda" not in caps: out.append(f"a buffer over maxStorageBufferRange ({size(caps.range)}) goes in pieces of workgroups or through "
@@ -39,7 +41,8 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   from tinygrad_vk.instance import DEVICE_TYPES
   from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
   from tinygrad_vk.instance import PORTABILITY_SUBSET
-  caps, lim = phys.caps(), phys.limits
+  from tinygrad_vk.instance import instance
+  caps, lim = instance().caps(phys), phys.limits
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
           ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),
           ("kernels", spirv_target(caps).name)]

@@ -66,6 +66,13 @@ class Caps:
 
   def __contains__(self, flag:str) -> bool: return flag in self.flags
 
+  def meet(self, other:Caps) -> Caps:
+    """What both devices can do. tinygrad compiles a kernel that spans devices (a sharded tensor's) once, for the first of them, and
+    runs it on every one: devices used together must render alike."""
+    loops = min((n for n in (self.maxloop, other.maxloop) if n), default=0)   # 0 is unbounded
+    return replace(self, flags=self.flags & other.flags, maxloop=loops, **{f.name: _tighter(f.name, getattr(self, f.name), getattr(other, f.name))
+                   for f in fields(Caps) if f.name not in ("flags", "maxloop")})
+
   def encode(self) -> str:
     def enc(v): return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags"])
@@ -150,7 +157,7 @@ PROFILES: dict[str, tuple[frozenset[str], dict]] = {
 }
 # `mobile` (4 storage buffers per stage with bufferDeviceAddress) is the PowerVR class
 ALIASES = {"mobile": "powervr"}
-LOWER_BOUND = {"align"}   # limits where a poorer device has a larger value
+LOWER_BOUND = {"align", "threads"}   # limits where a poorer device has a larger value
 LIMIT_NAMES = {"vk": "Vulkan API version", "align": "minStorageBufferOffsetAlignment", "wgsize": "maxComputeWorkGroupSize",
                "wginv": "maxComputeWorkGroupInvocations", "smem": "maxComputeSharedMemorySize", "pc": "maxPushConstantsSize",
                "bufs": "maxPerStageDescriptorStorageBuffers", "range": "maxStorageBufferRange", "allocs": "maxMemoryAllocationCount"}

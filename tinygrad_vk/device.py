@@ -35,7 +35,7 @@ class VulkanDevice(Compiled):
     # VULKAN:n past the last physical device opens another logical device on one of them (multi-device tests on one GPU)
     self.phys = phys = inst.devices[idx % len(inst.devices)]
     if phys.queue_family is None: raise RuntimeError(f"VULKAN: {phys.name} has no compute queue")
-    self.caps = caps = phys.caps()
+    self.caps = caps = inst.caps(phys)
     # calibrated timestamps line GPU ranges up with tinygrad's CPU clock (time.perf_counter_ns is CLOCK_MONOTONIC)
     self.calibrated = CALIBRATED_EXT in phys.extensions and TIME_DOMAIN_CLOCK_MONOTONIC in phys.time_domains(inst)
     self.extensions = ([CALIBRATED_EXT] if self.calibrated else []) + [e for e in (BUDGET_EXT,) if e in phys.extensions]

@@ -82,6 +82,11 @@ class Instance:
     self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
     self.devices = select_devices(self.all, os.environ.get("VULKAN_DEVICES", ""))
 
+  def caps(self, phys:PhysicalDevice) -> Caps:
+    """What tinygrad_vk renders and runs for on `phys`: its caps met with every other selected device's (Caps.meet). The same where
+    the selected devices are alike; otherwise VULKAN_DEVICES keeps the richer one to itself."""
+    return functools.reduce(Caps.meet, (p.caps() for p in self.devices if p is not phys), phys.caps())
+
 def select_devices(phys:list[PhysicalDevice], spec:str) -> list[PhysicalDevice]:
   """VULKAN_DEVICES=2,0 picks by enumeration index. Otherwise GPUs first (discrete, integrated, virtual); CPU drivers such as
   lavapipe only when there is no GPU, so a machine with a GPU never silently runs on a CPU driver."""
