@@ -4,7 +4,7 @@
 # writes <name>.env there: the VK_ICD_FILENAMES (and LD_LIBRARY_PATH) that select it, to run anything on it:
 #   env $(cat ~/.cache/tinygrad_vk/drivers/swiftshader.env) python -m tinygrad_vk info
 #   * swiftshader: Google's SwiftShader, the ICD Debian's chromium-common ships (/usr/lib/chromium/libvk_swiftshader.so)
-#   * lavapipe25: Mesa 25 lavapipe: bookworm-backports' mesa-vulkan-drivers with its libdrm on Debian 12; the system's on Debian 13
+#   * lavapipe25: Mesa 25 lavapipe, bookworm-backports' mesa-vulkan-drivers with its libdrm (Debian 12 only: on 13 it is the system's)
 # Prints the .env files it wrote. Idempotent: a second run downloads nothing. Debian 12 (bookworm) and 13 (trixie) only.
 set -euo pipefail
 . /etc/os-release
@@ -39,7 +39,5 @@ if [ ${#LVP25[@]} -gt 0 ]; then
   # the package's ICD names its library without a path: the unpacked one is named in full, or the loader would find the system's
   sed "s#\"libvulkan_lvp.so\"#\"$LIB/libvulkan_lvp.so\"#" "$ROOT/root/usr/share/vulkan/icd.d/lvp_icd.json" > "$ROOT/lvp_icd.json"
   echo "VK_ICD_FILENAMES=$ROOT/lvp_icd.json LD_LIBRARY_PATH=$LIB" > "$CACHE/lavapipe25.env"
-else
-  echo "VK_ICD_FILENAMES=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json /usr/share/vulkan/icd.d/lvp_icd.json 2>/dev/null | head -1)" > "$CACHE/lavapipe25.env"
 fi
 ls "$CACHE"/*.env

@@ -7,10 +7,12 @@
 # conformant Vulkan 1.1 device under the validation layer (VULKAN_PROFILE=min VULKAN_VALIDATION=1: instance and device created
 # for Vulkan 1.1, kernels in SPIR-V 1.3, no optional feature, the minimum limits; tests that need a missing feature skip naming
 # it). Passes 2 and 4 also run with VULKAN_GUARD=1: a store outside its buffer fails the test. Any validation message fails the
-# test. Extra arguments go to pytest. scripts/profiles.py runs every profile.
+# test. Then once more on each real driver scripts/drivers.sh fetched (SwiftShader; Mesa 25 lavapipe where the system's is older),
+# under the validation layer, two test processes at a time. Extra arguments go to pytest. scripts/profiles.py runs every profile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+DRIVERS=$(bash scripts/drivers.sh)
 export VULKAN_VALIDATE_SPIRV=1
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@")
 echo "[test] 1/4 default";                                                "${PYTEST[@]}"
@@ -18,3 +20,7 @@ echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VAL
 VULKAN_GUARD=1 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 3/4 DEV=VULKAN:GLSL VULKAN_VALIDATION=1";                    DEV=VULKAN:GLSL VULKAN_VALIDATION=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 4/4 VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1"; VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
+for env in $DRIVERS; do
+  echo "[test] $(basename "$env" .env): $(cat "$env") VULKAN_VALIDATION=1"
+  env $(cat "$env") VULKAN_VALIDATION=1 "${PYTEST[@]}" -n 2
+done

@@ -14,7 +14,7 @@ from tinygrad.helpers import Context, Target, prod
 from util import data, kernel_programs, run_python, run_kernel, shows, glsl_compiler
 
 BUDGET = Device["VULKAN"].renderer.caps.maxloop
-needs_budget = pytest.mark.skipif(not BUDGET, reason="the driver has no loop budget (only llvmpipe has one)")
+needs_budget = pytest.mark.skipif(not BUDGET, reason="the driver has no loop budget (measured, probe.py: only llvmpipe before Mesa 25.0 has one)")
 
 def run_glsl(body:str, local:int) -> np.ndarray:
   """(c1, c2) per invocation of one workgroup running `body`, which counts loop iterations in c1 and c2."""

@@ -47,3 +47,15 @@ def test_tiles_in_a_graph():
   for i in range(4):
     a, b = data((64, 96)), data((96, 128))
     np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-4, atol=2e-4, err_msg=f"call {i}")
+
+@pytest.mark.parametrize("t", [1, 2, 4, 5])
+def test_matmul_fused_with_a_pad(t):
+  # Whisper's decoder writes its prompt's keys into a KV cache padded to 448 rows: one kernel, its loads of x gated to the rows
+  # that exist. Doubling along the row groups left copy 1 of the first group loads whose gate is false and whose index lies past
+  # x (1536 floats for 4 tokens), which tinygrad cannot size: "invalid shrink" at compile time. Such a load is its alternative now.
+  x, w = data((1, t, 384)), data((384, 384))
+  cache = Tensor.zeros(1, 448, 384).contiguous().realize()
+  cache.assign((Tensor(x) @ Tensor(w).T).pad((None, (0, 448 - t), None)).contiguous()).realize()
+  ref = np.zeros((1, 448, 384))
+  ref[:, :t] = x.astype(np.float64) @ w.T.astype(np.float64)
+  np.testing.assert_allclose(cache.numpy(), ref, rtol=1e-4, atol=2e-4)

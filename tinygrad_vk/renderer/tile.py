@@ -45,6 +45,9 @@ def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
       elif u.op is Ops.END:   # both copies' bodies close the same loop
         new[c][u] = new[0][u] if c else u.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[k][u.src[0]] for k in (0, 1))),
                                                        *(new[0][s] for s in u.src[1:])))
+      # a gated load whose gate the copy pins false is its alternative: its index may now lie wholly outside the buffer, which
+      # tinygrad cannot size (a matmul fused with a pad: copy 1 of the rows past the padding read nothing)
+      elif u.op is Ops.LOAD and len(u.src) == 3 and not new[c][u.src[2]].vmax: new[c][u] = new[c][u.src[1]]
       else: new[c][u] = u.replace(src=tuple(new[c][s] for s in u.src))
   return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[c][s] for c in (0, 1) for s in sink.src)),))
 
@@ -62,8 +65,10 @@ def tile(sink:UOp, caps:Caps) -> UOp|None:
   best, shared = None, 0
   for g in glob:
     if g.src[0].op is not Ops.CONST or int(g.src[0].arg) % 2 or groups // 2 < 2 * max(caps.threads, 1): continue
-    # a loop whose trip count depends on g would be two loops, not one shared by both copies
-    if any(u.op is Ops.RANGE and g in u.backward_slice for u in topo): continue
+    # a loop whose trip count depends on g would be two loops, not one shared by both copies; a store gated by g might not be
+    # made at all by one copy
+    if any(u.op is Ops.RANGE and g in u.backward_slice or u.op is Ops.STORE and len(u.src) == 3 and g in u.src[2].backward_slice
+           for u in topo): continue
     if (n := sum(l.src[0].max_numel() for l in loads if g not in l.backward_slice)) > shared: best, shared = g, n
   return None if best is None else coarsen(sink, best, regs)
 
