@@ -148,9 +148,9 @@ PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # Apple M1-M3 through MoltenVK 1.2 (gpuinfo export in Vulkan-Profiles): no shaderFloat64
   "moltenvk": (frozenset({"s8", "i8", "s16", "i16", "f16", "i64", "bda", "nan16", "nan32"}),
                dict(vk=12, align=16, wgsize=(1024, 1024, 1024), wginv=1024, smem=32768, pc=4096, bufs=31, range=(1 << 32) - 1, allocs=1 << 30)),
-  # Google SwiftShader (VkPhysicalDevice.cpp, VkConfig.hpp)
+  # Google SwiftShader (VkPhysicalDevice.cpp, VkConfig.hpp); every value as the real one reports it (Debian's chromium-common 156)
   "swiftshader": (frozenset({"bda", "nan32"}), dict(vk=13, align=256, wgsize=(256, 256, 64), wginv=256, smem=32768, pc=128, bufs=30,
-                                                     range=1 << 30, allocs=4096)),
+                                                     range=1 << 30, allocs=4096, texels=65536)),
   # Intel Arc A380, Windows driver 0.405.161 (gpuinfo export in Vulkan-Profiles): no shaderFloat64, no shaderInt64
   "intel-arc": (frozenset({"s8", "i8", "s16", "i16", "f16", "bda", "nan16", "nan32"}),
                 dict(vk=13, align=64, wgsize=(1024, 1024, 64), wginv=1024, smem=32768, pc=256, bufs=67107840, range=1073741820, allocs=8467072)),
