@@ -102,61 +102,71 @@ def run(phys:PhysicalDevice) -> list[int]:
   Vulkan 1.2 on (on 1.1 enabling VK_KHR_shader_float_controls crashes the 1.3.239 validation layer in vkCreateDevice; without the
   mode a NaN can only be lost, so Exp2 is then guarded)."""
   nan = frozenset({"nan32"}) if phys.nan_preserve[32] and phys.vk >= 12 else frozenset()
-  feats, exts, keep = phys.device_features(Caps(nan, vk=phys.vk))
   target = spirv_target(Caps(vk=phys.vk))   # SPIR-V 1.4 on lists every global variable an entry point uses, before only Input/Output
   spv = assemble(KERNEL.format(interface=" %buf" if target.version >= (1, 4) else ""), target.word)
   if nan: spv = add_nan_preserve(spv, (32,))
-  names = [ffi.new("char[]", e.encode()) for e in exts]
-  prio, out = ffi.new("float[1]", [1.0]), ffi.new("VkDevice*")
-  qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
-  check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-        enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out), "vkCreateDevice (probe)")
-  d, made = out[0], []   # made: (destroy function, handle), undone in reverse
-  def create(fn, destroy, ctype, info):
-    h = ffi.new(ctype + "*")
-    check(fn(d, info, NULL, h), f"creating a {ctype} (probe)")
-    made.append((destroy, h[0]))
-    return h[0]
+  p = Scratch(phys, Caps(nan, vk=phys.vk))
   try:
-    words = [LOOP_PASSES, 0, NAN, 0, DENORMAL, ONE, 0, 0]
-    size = 4 * len(words)
-    buf = create(lib.vkCreateBuffer, lib.vkDestroyBuffer, "VkBuffer", new("VkBufferCreateInfo", size=size,
-                 usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
-    req = ffi.new("VkMemoryRequirements*")
-    lib.vkGetBufferMemoryRequirements(d, buf, req)
+    ptr, size = p.buffer([LOOP_PASSES, 0, NAN, 0, DENORMAL, ONE, 0, 0])
+    p.dispatch(spv)
+    return list(struct.unpack(f"<{size // 4}I", ffi.buffer(ptr, size)))
+  finally: p.close()
+
+class Scratch:
+  """A VkDevice of its own with one storage buffer and what one dispatch over it needs; close() destroys all of it."""
+  def __init__(self, phys:PhysicalDevice, caps:Caps):
+    self.phys, self.made = phys, []   # made: (destroy function, handle), undone in reverse
+    feats, exts, keep = phys.device_features(caps)
+    names, out = [ffi.new("char[]", e.encode()) for e in exts], ffi.new("VkDevice*")
+    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=ffi.new("float[1]", [1.0]))
+    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
+          enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out), "vkCreateDevice (probe)")
+    self.d = out[0]
+    del keep
+
+  def create(self, fn, destroy, ctype:str, info):
+    h = ffi.new(ctype + "*")
+    check(fn(self.d, info, NULL, h), f"creating a {ctype} (probe)")
+    self.made.append((destroy, h[0]))
+    return h[0]
+
+  def buffer(self, words:list[int]):
+    """The storage buffer, host-visible and mapped, holding `words`: (its mapping, its size)."""
+    self.size = size = 4 * len(words)
+    self.buf = self.create(lib.vkCreateBuffer, lib.vkDestroyBuffer, "VkBuffer", new("VkBufferCreateInfo", size=size,
+                           usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
+    req, ptr = ffi.new("VkMemoryRequirements*"), ffi.new("void**")
+    lib.vkGetBufferMemoryRequirements(self.d, self.buf, req)
     host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-    ti = next(t.index for t in phys.memory_types if req.memoryTypeBits >> t.index & 1 and t.flags & host == host)
-    mem = create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory", new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
-    check(lib.vkBindBufferMemory(d, buf, mem, 0), "vkBindBufferMemory")
-    ptr = ffi.new("void**")
-    check(lib.vkMapMemory(d, mem, 0, size, 0, ptr), "vkMapMemory")
+    ti = next(t.index for t in self.phys.memory_types if req.memoryTypeBits >> t.index & 1 and t.flags & host == host)
+    mem = self.create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory", new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
+    check(lib.vkBindBufferMemory(self.d, self.buf, mem, 0), "vkBindBufferMemory")
+    check(lib.vkMapMemory(self.d, mem, 0, size, 0, ptr), "vkMapMemory")
     ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
-    code = ffi.from_buffer("uint32_t[]", spv)
-    module = create(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule", new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
-    bind = ffi.new("VkDescriptorSetLayoutBinding*", {"binding": 0, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
-                                                      "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
-    sl = create(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
-                new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))
-    sls = ffi.new("VkDescriptorSetLayout[1]", [sl])
-    pl = create(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout", new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
-    entry = ffi.new("char[]", b"main")
+    return ptr[0], size
+
+  def dispatch(self, spv:bytes):
+    """One workgroup of the kernel over the buffer (binding 0), waited for."""
+    SB, d, c = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, self.d, self.create
+    module = c(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule",
+               new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=ffi.from_buffer("uint32_t[]", spv)))
+    bind = ffi.new("VkDescriptorSetLayoutBinding*", {"descriptorType": SB, "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
+    sls = ffi.new("VkDescriptorSetLayout[1]", [c(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
+                                                 new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))])
+    pl = c(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout", new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
+    entry, pipe = ffi.new("char[]", b"main"), ffi.new("VkPipeline*")
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module, "pName": entry}
-    pipe = ffi.new("VkPipeline*")
     check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe), "vkCreateComputePipelines (probe)")
-    made.append((lib.vkDestroyPipeline, pipe[0]))
-    size_ = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1})
-    pool = create(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool",
-                  new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1, pPoolSizes=size_))
-    ds = ffi.new("VkDescriptorSet*")
-    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds),
-          "vkAllocateDescriptorSets")
-    info = ffi.new("VkDescriptorBufferInfo*", {"buffer": buf, "offset": 0, "range": size})
-    lib.vkUpdateDescriptorSets(d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1,
-                                         descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=info), 0, NULL)
-    cpool = create(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool", new("VkCommandPoolCreateInfo", queueFamilyIndex=phys.queue_family))
-    cmd = ffi.new("VkCommandBuffer*")
+    self.made.append((lib.vkDestroyPipeline, pipe[0]))
+    pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool", new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1,
+             pPoolSizes=ffi.new("VkDescriptorPoolSize*", {"type": SB, "descriptorCount": 1})))
+    ds, cmd, q = ffi.new("VkDescriptorSet*"), ffi.new("VkCommandBuffer*"), ffi.new("VkQueue*")
+    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds), "vkAllocateDescriptorSets")
+    info = ffi.new("VkDescriptorBufferInfo*", {"buffer": self.buf, "offset": 0, "range": self.size})
+    lib.vkUpdateDescriptorSets(d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1, descriptorType=SB, pBufferInfo=info), 0, NULL)
+    cpool = c(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool", new("VkCommandPoolCreateInfo", queueFamilyIndex=self.phys.queue_family))
     check(lib.vkAllocateCommandBuffers(d, new("VkCommandBufferAllocateInfo", commandPool=cpool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                                commandBufferCount=1), cmd), "vkAllocateCommandBuffers")
+                                              commandBufferCount=1), cmd), "vkAllocateCommandBuffers")
     check(lib.vkBeginCommandBuffer(cmd[0], new("VkCommandBufferBeginInfo")), "vkBeginCommandBuffer")
     lib.vkCmdBindPipeline(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe[0])
     lib.vkCmdBindDescriptorSets(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, ds, 0, NULL)
@@ -164,15 +174,13 @@ def run(phys:PhysicalDevice) -> list[int]:
     lib.vkCmdPipelineBarrier(cmd[0], vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                              new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT), 0, NULL, 0, NULL)
     check(lib.vkEndCommandBuffer(cmd[0]), "vkEndCommandBuffer")
-    fence = create(lib.vkCreateFence, lib.vkDestroyFence, "VkFence", new("VkFenceCreateInfo"))
-    q = ffi.new("VkQueue*")
-    lib.vkGetDeviceQueue(d, phys.queue_family, 0, q)
+    fence = c(lib.vkCreateFence, lib.vkDestroyFence, "VkFence", new("VkFenceCreateInfo"))
+    lib.vkGetDeviceQueue(d, self.phys.queue_family, 0, q)
     check(lib.vkQueueSubmit(q[0], 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmd), fence), "vkQueueSubmit (probe)")
     if check(lib.vkWaitForFences(d, 1, ffi.new("VkFence[1]", [fence]), 1, 60 * 10**9), "vkWaitForFences (probe)") == vk.VK_TIMEOUT:
-      raise RuntimeError(f"VULKAN: {phys.name} did not run a one-invocation probe kernel in 60 s")
-    return list(struct.unpack(f"<{len(words)}I", ffi.buffer(ptr[0], size)))
-  finally:
-    lib.vkDeviceWaitIdle(d)
-    for destroy, h in reversed(made): destroy(d, h, NULL)
-    lib.vkDestroyDevice(d, NULL)
-    del keep
+      raise RuntimeError(f"VULKAN: {self.phys.name} did not run a one-invocation probe kernel in 60 s")
+
+  def close(self):
+    lib.vkDeviceWaitIdle(self.d)
+    for destroy, h in reversed(self.made): destroy(self.d, h, NULL)
+    lib.vkDestroyDevice(self.d, NULL)
