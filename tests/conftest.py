@@ -11,6 +11,11 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN: signal.signal(signal.SIGINT, signal.default_int_handler)
 
 @pytest.fixture(autouse=True)
+def _seeded(request):
+  from util import rng
+  rng.seed(request.node.nodeid)
+
+@pytest.fixture(autouse=True)
 def _validation_silent():
   from tinygrad_vk.instance import validation_messages
   validation_messages.clear()

@@ -3,6 +3,7 @@ elementwise update) is computed once per workgroup, spread over its invocations,
 and every element stays right. Runs on any device: the fold's workgroup count is checked with the device's and a GPU's threads."""
 from dataclasses import replace
 import numpy as np
+from util import data
 import pytest
 from tinygrad import Tensor, Device, Variable
 from tinygrad.helpers import prod
@@ -10,8 +11,6 @@ from tinygrad_vk.renderer.loops import loop_passes
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
 
-_rng = np.random.default_rng(17)   # its own stream: drawing from util's shared one would change other files' data
-def data(shape, lo=-3.0, hi=3.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 def renderer_with(**caps):
   ren = Device["VULKAN"].renderer

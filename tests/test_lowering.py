@@ -6,9 +6,8 @@ from tinygrad import Device
 from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
-from util import run_kernel, run_python, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows, in_words, flushed
+from util import run_kernel, run_python, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows, in_words, flushed, rng
 
-rng = np.random.default_rng(7)
 N = 13   # not a multiple of any workgroup size
 
 def words(n:int) -> np.ndarray: return rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)

@@ -3,6 +3,7 @@ narrower than a vector gets its local dims merged into x (tinygrad_vk/renderer/s
 checks run on llvmpipe and fail under VULKAN_DISABLE=fillx; the values are checked on any device."""
 from dataclasses import replace
 import numpy as np
+import util
 import pytest
 from tinygrad import Tensor, Device
 from tinygrad.uop.ops import Ops
@@ -11,8 +12,7 @@ from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.engine.realize import run_linear
 
 LLVMPIPE = "fillx" in Device["VULKAN"].phys.flags()   # the driver packs along x, whatever VULKAN_DISABLE says
-_rng = np.random.default_rng(23)   # its own stream: util.data's shared one stays as other files expect it
-def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
 def local_sizes(t:Tensor, flags) -> list[tuple[int, ...]]:
   ren = Device["VULKAN"].renderer

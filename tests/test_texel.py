@@ -4,6 +4,7 @@ R32_UINT view of each buffer range, made once and destroyed with the buffer (pro
 llvmpipe and fail under VULKAN_DISABLE=texel; the values are checked on any device and path."""
 import functools
 import numpy as np
+import util
 import pytest
 from tinygrad import Tensor, Device, TinyJit, dtypes
 from tinygrad.device import Buffer
@@ -13,8 +14,7 @@ from util import kernel_sources, run_kernel, is_spirv
 LLVMPIPE = "texel" in Device["VULKAN"].phys.flags()   # the driver has the path, whatever VULKAN_DISABLE says
 # a buffer past maxStorageBufferRange (VULKAN_MAX_STORAGE_RANGE lowers it) is passed by address instead, never as a texel buffer
 def bound(*arrays) -> bool: return LLVMPIPE and all(a.nbytes + 256 <= Device["VULKAN"].caps.range for a in arrays)
-_rng = np.random.default_rng(31)   # its own stream: util.data's shared one stays as other files expect it
-def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
 def texel_reads(src:str) -> int: return src.count("OpImageRead" if is_spirv(src) else "imageLoad(")
 def texel_buffers(src:str) -> int: return src.count("OpVariable %puc_img" if is_spirv(src) else "uimageBuffer ")
@@ -29,8 +29,8 @@ def test_matmul_reads_texels():
 
 def test_32bit_types_through_texels():
   # one R32_UINT format for every 32-bit type: int, uint and float bits come back unchanged (negative ints, NaN payloads too)
-  xi = _rng.integers(-2**31, 2**31, 1003, dtype=np.int64).astype(np.int32)
-  xu = _rng.integers(0, 2**32, 1003, dtype=np.uint64).astype(np.uint32)
+  xi = util.rng.integers(-2**31, 2**31, 1003, dtype=np.int64).astype(np.int32)
+  xu = util.rng.integers(0, 2**32, 1003, dtype=np.uint64).astype(np.uint32)
   xf = np.concatenate([data(1000), np.array([np.nan, -0.0, np.inf], np.float32)])
   def out(): return (Tensor(xi) ^ Tensor(xu).bitcast(dtypes.int32)) + Tensor(xf).bitcast(dtypes.int32)
   if bound(xi, xu, xf): assert texel_reads(kernel_sources(out())[0]) == 3

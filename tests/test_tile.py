@@ -3,14 +3,14 @@ that do not depend on them (tinygrad_vk/renderer/tile.py): tinygrad's 4x4 matmul
 on llvmpipe and fail under VULKAN_DISABLE=tile; the values are checked on any device."""
 from dataclasses import replace
 import numpy as np
+import util
 import pytest
 from tinygrad import Tensor, Device, TinyJit
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
 
 LLVMPIPE = "tile" in Device["VULKAN"].phys.flags()   # the driver has the path, whatever VULKAN_DISABLE says
-_rng = np.random.default_rng(37)   # its own stream: util.data's shared one stays as other files expect it
-def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return _rng.uniform(lo, hi, size=shape).astype(np.float32)
+def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
 def groups(t:Tensor, flags) -> list[int]:
   """Workgroups of each kernel realizing t would run, rendered with these flags."""

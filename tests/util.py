@@ -1,5 +1,5 @@
 """Shared test helpers."""
-import os, subprocess, sys
+import os, subprocess, sys, zlib
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
@@ -10,7 +10,14 @@ from tinygrad.engine.realize import run_linear
 from tinygrad.helpers import Context, Target, diskcache_get, diskcache_put
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-rng = np.random.default_rng(1234)
+
+class PerTestRng:
+  """numpy's Generator, reseeded from each test's id before the test runs (conftest.py): a test draws the same data whichever
+  tests ran before it, in one process or under pytest -n 2."""
+  def __init__(self): self.seed("")
+  def seed(self, name:str): self.gen = np.random.default_rng(zlib.crc32(name.encode()))
+  def __getattr__(self, name): return getattr(self.gen, name)
+rng = PerTestRng()
 
 def data(shape, dtype=np.float32, lo=-3.0, hi=3.0) -> np.ndarray:
   """Nonuniform data: never all zeros or all ones."""
