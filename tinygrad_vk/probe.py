@@ -117,10 +117,12 @@ class Scratch:
   def __init__(self, phys:PhysicalDevice, caps:Caps):
     self.phys, self.made = phys, []   # made: (destroy function, handle), undone in reverse
     feats, exts, keep = phys.device_features(caps)
-    names, out = [ffi.new("char[]", e.encode()) for e in exts], ffi.new("VkDevice*")
-    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=ffi.new("float[1]", [1.0]))
+    # cffi keeps no pointee of a struct field alive: each one is named until the call returns
+    names, out, prio = [ffi.new("char[]", e.encode()) for e in exts], ffi.new("VkDevice*"), ffi.new("float[1]", [1.0])
+    name_arr = ffi.new("char*[]", names)
+    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
     check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-          enabledExtensionCount=len(names), ppEnabledExtensionNames=ffi.new("char*[]", names)), NULL, out), "vkCreateDevice (probe)")
+          enabledExtensionCount=len(names), ppEnabledExtensionNames=name_arr), NULL, out), "vkCreateDevice (probe)")
     self.d = out[0]
     del keep
 
@@ -148,8 +150,8 @@ class Scratch:
   def dispatch(self, spv:bytes):
     """One workgroup of the kernel over the buffer (binding 0), waited for."""
     SB, d, c = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, self.d, self.create
-    module = c(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule",
-               new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=ffi.from_buffer("uint32_t[]", spv)))
+    code, sizes = ffi.from_buffer("uint32_t[]", spv), ffi.new("VkDescriptorPoolSize*", {"type": SB, "descriptorCount": 1})
+    module = c(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule", new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
     bind = ffi.new("VkDescriptorSetLayoutBinding*", {"descriptorType": SB, "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
     sls = ffi.new("VkDescriptorSetLayout[1]", [c(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
                                                  new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))])
@@ -159,7 +161,7 @@ class Scratch:
     check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe), "vkCreateComputePipelines (probe)")
     self.made.append((lib.vkDestroyPipeline, pipe[0]))
     pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool", new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1,
-             pPoolSizes=ffi.new("VkDescriptorPoolSize*", {"type": SB, "descriptorCount": 1})))
+             pPoolSizes=sizes))
     ds, cmd, q = ffi.new("VkDescriptorSet*"), ffi.new("VkCommandBuffer*"), ffi.new("VkQueue*")
     check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds), "vkAllocateDescriptorSets")
     info = ffi.new("VkDescriptorBufferInfo*", {"buffer": self.buf, "offset": 0, "range": self.size})
