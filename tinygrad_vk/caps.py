@@ -41,7 +41,7 @@ DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16"
                   "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",),
                   "texel": ("texel",), "tile": ("tile",), "share": ("share",), "nanexp": ("nanexp",)}
 
-# workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] with vkCmdDispatchBase, so only tinygrad's
+# workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
 MAX_GROUPS_X = 2**31 - 1
 # a view's element offset inside its binding is a multiple of this for the aligned pipeline: float4 accesses read vec4 directly

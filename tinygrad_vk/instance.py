@@ -29,6 +29,8 @@ validation_messages: list[str] = []
               "const VkDebugUtilsMessengerCallbackDataEXT*, void*)")
 def _debug_callback(severity, types, data, user):
   msg = cstr(data.pMessage) if data.pMessage != NULL else "(no message)"
+  # newer layers (1.4) keep the message's id (SYNC-HAZARD-READ-AFTER-WRITE, a VUID) out of its text
+  if data.pMessageIdName != NULL and (name := cstr(data.pMessageIdName)) not in msg: msg = f"[ {name} ] {msg}"
   validation_messages.append(msg)
   print(f"VULKAN validation: {msg}", file=sys.stderr)
   return 0
@@ -58,7 +60,10 @@ class Instance:
     layer_arr = ffi.new("char*[]", self._keep[len(exts):len(exts)+len(layers)])
     app = new("VkApplicationInfo", pApplicationName=self._keep[-1], pEngineName=self._keep[-1], apiVersion=vk_version(self.vk))
     chain = NULL
-    if self.validation:   # synchronisation validation catches missing barriers, the class of bug batching can introduce
+    # synchronisation validation catches missing barriers, the class of bug batching can introduce. From layer 1.4 on it sees a
+    # dispatch's accesses only by reading its SPIR-V when this setting is on (off by default: no hazard between dispatches is found)
+    if self.validation: os.environ.setdefault("VK_KHRONOS_VALIDATION_SYNCVAL_SHADER_ACCESSES_HEURISTIC", "1")
+    if self.validation:
       self._vfeat = ffi.new("VkValidationFeatureEnableEXT[]", [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
       chain = new("VkValidationFeaturesEXT", enabledValidationFeatureCount=1, pEnabledValidationFeatures=self._vfeat)
     info = new("VkInstanceCreateInfo", pNext=chain, flags=flags, pApplicationInfo=app, enabledLayerCount=len(layers),

@@ -8,7 +8,7 @@ from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, WORD_VIEW, kernel_abi, numel
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, WORD_VIEW, XBASE, kernel_abi, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
@@ -27,12 +27,13 @@ GATHER_SPEC = BufferSpec()
 def spirv_info(spv:bytes) -> tuple:
   """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
   bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces, the
-  windows of the split slots, the slots reached in words (renderer/abi.py REACH, SPLIT, WORD_VIEW) and the bindings that are
-  storage texel buffers (renderer/kernel.py texel_slots)."""
+  windows of the split slots, the slots reached in words (renderer/abi.py REACH, SPLIT, WORD_VIEW), the bindings that are
+  storage texel buffers (renderer/kernel.py texel_slots) and whether gidx0 adds _xbase (XBASE)."""
   local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var, images = (1, 1, 1), {}, set(), {}, {}, {}, {}, None, set()
   reach: dict[int, list[tuple[int, int, int]]] = {}
   split: dict[int, tuple[int, int, int]] = {}
   words: set[int] = set()
+  wide = False
   for _, op, w in spirv_instructions(spv)[1]:
     if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
     elif op == OP_SOURCE_EXTENSION:
@@ -40,6 +41,7 @@ def spirv_info(spv:bytes) -> tuple:
       if kind == REACH: reach.setdefault(int(nums[0]), []).append(tuple(map(int, nums[1:])))
       elif kind == SPLIT: split[int(nums[0])] = tuple(map(int, nums[1:]))
       elif kind == WORD_VIEW: words.add(int(nums[0]))
+      elif kind == XBASE: wide = True
     elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
     elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
     elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
@@ -53,7 +55,7 @@ def spirv_info(spv:bytes) -> tuple:
   pc_struct = ptr_to.get(var_type.get(pc_var))
   ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
   texel = frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images)
-  return local, set(binding.values()), ro, ro_addr, reach, split, words, texel
+  return local, set(binding.values()), ro, ro_addr, reach, split, words, texel, wide
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
@@ -115,8 +117,10 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.slots = sorted(slot_info)
     abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
     self.itemsize = [isz for isz, _ in abi_bufs]
+    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.words, self.texel, wide = spirv_info(obj.lib)
+    except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
-    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]])
+    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]], wide)
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, dt.fmt) for off, dt in abi.vars]
     self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
@@ -125,8 +129,6 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
     if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
       raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.words, self.texel = spirv_info(obj.lib)
-    except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
     self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
     if abi.windowed: self.ndesc = min(Caps.decode(obj.target.arch).bufs, self.nbind)   # the windows a launch binds at most
@@ -214,9 +216,10 @@ class VulkanProgram(Program["VulkanDevice"]):
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
     gx, gy, gz = (int(g) for g in global_size)
-    if gx > MAX_GROUPS_X or gy > caps.wgcount[1] or gz > caps.wgcount[2]:
+    if gx > (MAX_GROUPS_X if self.abi.xbase is not None else caps.wgcount[0]) or gy > caps.wgcount[1] or gz > caps.wgcount[2]:
       raise RuntimeError(f"VULKAN: {self.name} dispatches {tuple(global_size)} workgroups, over the limit "
-                         f"({MAX_GROUPS_X}, {caps.wgcount[1]}, {caps.wgcount[2]}) (maxComputeWorkGroupCount {caps.wgcount})")
+                         f"({MAX_GROUPS_X if self.abi.xbase is not None else caps.wgcount[0]}, {caps.wgcount[1]}, {caps.wgcount[2]}) "
+                         f"(maxComputeWorkGroupCount {caps.wgcount}; tinygrad's kernels split x past it, renderer/abi.py XBASE)")
     if local_size is not None and tuple(local_size) != self.local_size:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
@@ -360,11 +363,15 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.ndesc:
       self.dset[0] = dset
       lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.dset, 0, NULL)
-    gx, gy, gz = groups
+    (gx, gy, gz), mx = groups, self.dev.caps.wgcount[0]
+    if self.abi.xbase is not None:   # at most mx workgroups a dispatch, each told where it starts (vkCmdDispatchBase's base is < mx)
+      for base in range(0, max(gx, 1), mx):   # a warm-up dispatch (0 workgroups) is recorded too
+        lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc[:-4] + struct.pack("<i", x0 + base))
+        lib.vkCmdDispatch(cmd, min(mx, gx - base), gy, gz)
+      return
     if self.pc_size: lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
-    if gx <= (mx := self.dev.caps.wgcount[0]) and not x0: lib.vkCmdDispatch(cmd, gx, gy, gz)
-    else:  # more workgroups than one dispatch allows along x, or a piece: the base offset keeps gl_WorkGroupID.x global
-      for base in range(0, gx, mx): lib.vkCmdDispatchBase(cmd, x0 + base, 0, 0, min(mx, gx - base), gy, gz)
+    if x0: lib.vkCmdDispatchBase(cmd, x0, 0, 0, gx, gy, gz)   # a piece: gl_WorkGroupID.x stays global
+    else: lib.vkCmdDispatch(cmd, gx, gy, gz)
 
   def realign(self, bufs) -> Realigned|None:
     """The launch's buffers with each view of a slot reached in words that starts inside a word moved to a scratch buffer of its

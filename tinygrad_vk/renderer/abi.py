@@ -32,6 +32,9 @@ Push constants (std430, byte offsets):
                   windowed: uint _off[n], per slot its element offset inside its window
   then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
   then            the scalar vars at TinyELF.iter_sig offsets
+  then 4-aligned  int _xbase where launch x may pass maxComputeWorkGroupCount[0] (`OpSourceExtension "tinygrad_vk.xbase"`, XBASE):
+                  the runtime dispatches at most that many workgroups at a time, and gidx0 is gl_WorkGroupID.x + _xbase
+                  (vkCmdDispatchBase's base must stay under the limit)
 Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
 (OpAccessChain) and the driver scales it to a 64-bit address on a PhysicalStorageBuffer pointer, so byte offsets past 2^31 need
 no 64-bit arithmetic in the shader, and no shaderInt64: the address is a pointer-typed push constant (bufferDeviceAddress without
@@ -58,13 +61,14 @@ class KernelABI:
   pc_size: int
   windowed: bool = False            # more descriptor-bound slots than descriptors, or one in pieces: the runtime maps them to windows
   ndesc: int = 0                    # descriptors the pipeline layout has
+  xbase: int|None = None            # push-constant byte offset of the int added to gl_WorkGroupID.x (XBASE)
   @property
   def nwords(self) -> int: return len(self.binding) if self.windowed else ceildiv(len(self.binding), 4)   # words of _off[]
   def off_word(self, slot:int) -> tuple[int, int, int|None]:
     """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
-REACH, SPLIT, WORD_VIEW = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words"
+REACH, SPLIT, WORD_VIEW, XBASE = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words", "tinygrad_vk.xbase"
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""
@@ -81,8 +85,9 @@ def pieced(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A slot reached in pieces (no `bda`, a known size past the range): see REACH."""
   return "bda" not in caps and numel is not None and past_range(caps, itemsize, numel)
 
-def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
-  """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order."""
+def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False) -> KernelABI:
+  """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order; wide:
+  launch x may pass maxComputeWorkGroupCount[0] (XBASE)."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
   windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
   binding, address, ndesc = [], [], 0
@@ -97,7 +102,7 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
       ndesc += 1
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
-  return KernelABI(tuple(binding), tuple(address), vars_, pc_size, windowed, min(ndesc, caps.bufs))
+  return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc, caps.bufs), pc_size if wide else None)
 
 def numel(shape:tuple|None) -> int|None:
   """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""

@@ -233,6 +233,9 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
   def render(self, uops:list[UOp]) -> str:
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
     self.plan = self.kernel_plan(uops)
+    g = GLSLRenderer.code_for_workitem["g"]   # gidx0 past maxComputeWorkGroupCount[0] adds _xbase (abi.py XBASE)
+    self.code_for_workitem = {**GLSLRenderer.code_for_workitem, "g": (lambda x: f"({g(x)}+_xbase)" if x == "0" else g(x))
+                              if self.plan.abi.xbase is not None else g}
     return super().render(uops)
 
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
@@ -242,7 +245,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     plan, aliases = self.plan, self.aliases
     pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
     pc += [(off, f"layout(offset={off}) {'uint' if var_in_words(u) else TYPES[u.dtype]} {names[u]}{'[2]' if var_in_words(u) else ''};")
-           for u, off in plan.vars]
+           for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
              if any(b.address is not None for b in plan.bufs.values()) else [])),

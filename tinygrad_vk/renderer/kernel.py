@@ -23,7 +23,7 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW
+from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW, XBASE
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
@@ -149,7 +149,7 @@ class KernelPlan:
     in words."""
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
            [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
-           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)]
+           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.abi.xbase is not None else [])
 
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
@@ -269,7 +269,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   pvars = [u for u in params if u.addrspace == AddrSpace.ALU]
   # a buffer whose accesses were all folded away has no PARAM here, but keeps its slot (the runtime binds a scratch buffer there)
   slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
-  try: abi = kernel_abi(caps, [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)], [u.dtype for u in pvars])
+  gx = next((u.src[0].vmax for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx0"), 1)
+  try: abi = kernel_abi(caps, [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)], [u.dtype for u in pvars], gx > caps.wgcount[0])
   except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
   if abi.pc_size > caps.pc:
     raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(abi.binding)} view offsets and the scalars "

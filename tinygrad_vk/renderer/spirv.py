@@ -89,6 +89,7 @@ class SPIRVKernel:
     members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
     members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
     members += [(off, self.T(dtypes.uint, arr=2, stride=4) if var_in_words(u) else self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
+    members += [(plan.abi.xbase, self.T(dtypes.int), "xbase")] if plan.abi.xbase is not None else []
     members.sort()
     self.member = {key: i for i, (_, _, key) in enumerate(members)}
     if members:
@@ -258,9 +259,14 @@ class SPIRVKernel:
       v = self.var(f"%{builtin}", self.T(dtypes.uint, 3), "Input")
       if (d := f"OpDecorate {v} BuiltIn {builtin}") not in self.deco: self.deco.append(d)
       return self.op("OpLoad", self.T(dtypes.uint, 3), v)
-    vec = self.prologue(builtin, load)
-    return self.prologue(x.arg, lambda: self.op("OpBitcast", self.T(dtypes.int), self.op("OpCompositeExtract", self.T(dtypes.uint), vec,
-                                                                                           x.arg[-1]), rid=f"%{x.arg}"))
+    vec, i = self.prologue(builtin, load), self.T(dtypes.int)
+    def value():   # gidx0 past maxComputeWorkGroupCount[0] adds the push constant _xbase (abi.py XBASE)
+      wide = x.arg == "gidx0" and "xbase" in self.member
+      v = self.op("OpBitcast", i, self.op("OpCompositeExtract", self.T(dtypes.uint), vec, x.arg[-1]), **({} if wide else {"rid": f"%{x.arg}"}))
+      if not wide: return v
+      base = self.op("OpLoad", i, self.op("OpAccessChain", self.ptr("PushConstant", i), "%pc", self.const(dtypes.int, self.member["xbase"])))
+      return self.op("OpIAdd", i, v, base, rid=f"%{x.arg}")
+    return self.prologue(x.arg, value)
 
   def param(self, x:UOp):
     if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, self.plan.bufs[x.arg.slot].dtype)
