@@ -54,6 +54,28 @@ def test_glsl_value_selects_are_not_branches():
     assert all("OpSelectionMerge" not in disassemble(glsl_compiler().compile(s)) for s in kernel_sources(fn()))
     with np.errstate(all="ignore"): np.testing.assert_allclose(fn().numpy(), np.where(x > 0, np.log2(x), np.sqrt(x)) + (x < 1), rtol=1e-6, atol=2**-21)
 
+@pytest.mark.parametrize("renderer", ["SPIRV", "GLSL"])
+def test_vector_loads_select_not_branch(renderer):
+  # a float4 load reads the vecN alias where the view offset is aligned (a specialization constant, program.py) and the scalars
+  # elsewhere. With a branch each, SwiftShader ran out of 23 GB building tinygrad's test_simple_conv2d_nhwc forward kernel (45 in its
+  # loop, read as storage buffers: no texel path there); both are read and one selected now, which drivers fold once specialized
+  from dataclasses import replace
+  from tinygrad.codegen import to_program
+  from tinygrad.uop.ops import Ops
+  from tinygrad_vk.compiler import disassemble
+  from util import glsl_compiler
+  if renderer == "GLSL" and shutil.which("glslangValidator") is None: pytest.skip("the GLSL renderer needs glslang-tools")
+  x, w = data((2, 9, 9, 10)), data((3, 3, 10, 20))
+  def conv(): return Tensor.conv2d(Tensor(x).permute(0, 3, 1, 2), Tensor(w).permute(3, 2, 0, 1))
+  with Context(DEV=f"VULKAN:{renderer}"):
+    ren = Device["VULKAN"].renderer
+    r = type(ren)(replace(ren.target, arch=replace(ren.caps, flags=ren.caps.flags - {"texel"}).encode()))
+    srcs = [to_program(c.src[0], r).src[2].arg for c in conv().linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+    mods = [s if renderer == "SPIRV" else disassemble(glsl_compiler().compile(s)) for s in srcs]
+    if "vec" in ren.caps: assert any(" OpSelect " in m or "= OpSelect" in m for m in mods) and not any("OpSelectionMerge" in m for m in mods)
+    ref = np.einsum("bhwcij,ijco->bohw", np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(1, 2)), w)
+    np.testing.assert_allclose(conv().numpy(), ref, rtol=1e-4, atol=1e-4)
+
 @needs_glslang
 @pytest.mark.parametrize("dt", [d for d in NATIVE if d != dtypes.bool], ids=str)
 def test_elementwise_every_dtype(dt):

@@ -36,7 +36,7 @@ OPCODES = {
   "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
   "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeImage": 25, "OpTypeArray": 28,
   "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
-  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpFunction": 54, "OpFunctionEnd": 56,
+  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpSpecConstantOp": 52, "OpFunction": 54, "OpFunctionEnd": 56,
   "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpArrayLength": 68, "OpDecorate": 71, "OpMemberDecorate": 72,
   "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81, "OpImageRead": 98,
   "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
@@ -180,6 +180,7 @@ def assemble(text:str, version:int=SPIRV_1_5.word) -> bytes:
     for i, t in enumerate(toks[1:]):
       if t[0] == "%": ops.append(ids.setdefault(t, len(ids) + 1))
       elif t[0] == '"': ops.extend(string_words(t[1:-1]))
+      elif name == "OpSpecConstantOp" and i == 1: ops.append(OPCODES["Op" + t])   # the operation, named without its Op
       elif t[0].isdigit() or t[0] == "-":
         ops.extend(_literal(t, numeric[ops[0]]) if name in ("OpConstant", "OpSpecConstant") and i == 1 else [int(t, 0) & 0xffffffff])
       elif (e := (CAPABILITIES if name == "OpCapability" else ENUMS).get(t)) is not None: ops.append(e)

@@ -158,7 +158,8 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
   if bidx.op is Ops.SHRINK:
     vec, lanes = ctx.plan.vector(bidx)
     packed = f"{ctx.render_type(bidx)}({', '.join(_read(ctx, l, bidx.dtype) for l in lanes)})"
-    return packed if vec is None else f"((_a{vec.slot}>={vec.vec})?{at(ctx, vec)}:{packed})"
+    # both read, one selected (a ?: would be a branch: see select; the vecN read is in bounds either way)
+    return packed if vec is None else f"mix({packed},{at(ctx, vec)},bvec{len(lanes)}(_a{vec.slot}>={vec.vec}))"
   return _read(ctx, ctx.plan.access(bidx), bidx.dtype) if bidx.src[0].addrspace in MEMORY else ctx[bidx]
 
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:

@@ -440,7 +440,9 @@ class SPIRVKernel:
     if vec is None: return None, None, refs
     spec = self.g(f"%a{vec.slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
     if (d := f"OpDecorate {spec} SpecId {vec.slot}") not in self.deco: self.deco.append(d)
-    cond = self.prologue(f"a{vec.slot}_{vec.vec}", lambda: self.op("OpSGreaterThanEqual", self.T(dtypes.bool), spec, self.const(dtypes.int, vec.vec)))
+    # a specialization constant too: the driver's compiler sees the branch on it fold (SwiftShader ran out of 23 GB on 45 of them
+    # computed in the body)
+    cond = self.g(f"%a{vec.slot}_{vec.vec}", f"OpSpecConstantOp {self.T(dtypes.bool)} SGreaterThanEqual {spec} {self.const(dtypes.int, vec.vec)}")
     # the vecN index is lane 0's >> shift (Access.vector): computed once from lane 0's
     idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), refs[0].idx, self.const(dtypes.int, vec.shift))
     return cond, self.windows(self.buf(vec.slot, vec.dtype, vec.vec)._replace(idx=idx), vec), refs
@@ -449,8 +451,12 @@ class SPIRVKernel:
     if bidx.op is Ops.SHRINK:
       cond, vec, lanes = self.vector(bidx)
       ty = self.T(bidx.dtype, len(lanes))
-      def packed(): return self.op("OpCompositeConstruct", ty, *[self.read(l, bidx.dtype) for l in lanes], prefix="val")
-      return packed() if cond is None else self.branch(cond, lambda: self.read(vec, bidx.dtype), packed, ty)
+      packed = self.op("OpCompositeConstruct", ty, *[self.read(l, bidx.dtype) for l in lanes], prefix="val")
+      if cond is None: return packed
+      # both read, one selected: in bounds either way (the vecN one from lane 0's index rounded down), and the driver drops the
+      # other once the constant is specialized. A branch per access took SwiftShader past 23 GB on a kernel with 45
+      conds = self.op("OpCompositeConstruct", self.T(dtypes.bool, len(lanes)), *[cond] * len(lanes))   # SPIR-V 1.3: one per lane
+      return self.op("OpSelect", ty, conds, self.read(vec, bidx.dtype), packed, prefix="val")
     return self.read(ref, bidx.dtype) if isinstance(ref := self.r[bidx], Ref) else ref
 
   def store(self, bidx:UOp, v:UOp) -> str:
