@@ -62,8 +62,8 @@ class Instance:
     chain = NULL
     # synchronisation validation catches missing barriers, the class of bug batching can introduce. From layer 1.4 on it sees a
     # dispatch's accesses only by reading its SPIR-V when this setting is on (off by default: no hazard between dispatches is found)
-    if self.validation: os.environ.setdefault("VK_KHRONOS_VALIDATION_SYNCVAL_SHADER_ACCESSES_HEURISTIC", "1")
     if self.validation:
+      os.environ.setdefault("VK_KHRONOS_VALIDATION_SYNCVAL_SHADER_ACCESSES_HEURISTIC", "1")
       self._vfeat = ffi.new("VkValidationFeatureEnableEXT[]", [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
       chain = new("VkValidationFeaturesEXT", enabledValidationFeatureCount=1, pEnabledValidationFeatures=self._vfeat)
     info = new("VkInstanceCreateInfo", pNext=chain, flags=flags, pApplicationInfo=app, enabledLayerCount=len(layers),
