@@ -21,7 +21,8 @@ N16M, MiB64 = 16 << 20, 64 << 20
 ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
         ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"),
-        ("gemm1024_bda", "GEMM 1024, by device address", "GFLOP/s"), ("add16M_bda", "add 16M, by device address", "GB/s"), ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
+        ("gemm1024_bda", "GEMM 1024, by device address", "GFLOP/s"), ("add16M_bda", "add 16M, by device address", "GB/s"),
+        ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
         ("paired_gemm1024", "GEMM 1024 SPIR-V/GLSL, paired", "x"), ("paired_add16M", "add 16M SPIR-V/GLSL, paired", "x"),
         ("paired_conv2d", "conv2d SPIR-V/GLSL, paired", "x"),
         ("launch_eager", "launch eager realize()", "us"), ("launch_eager_inline", "  same, LP_NUM_THREADS=0", "us"),
@@ -66,17 +67,24 @@ def worker(tasks:list[str], quick:bool, out_path:str):
     res["device"] = Device.DEFAULT
     if hasattr(dev, "phys"): res["info"] = {"name": dev.phys.name, "driver": dev.phys.driver}
   except Exception as e:
-    res["error"] = err(e)["error"]; save(); return
+    res["error"] = err(e)["error"]
+    save()
+    return
   R, WARM = (3, 1) if quick else (7, 2)
 
   def times(fn, reps=R, warm=WARM) -> list[float]:
     """Wall seconds of fn() up to device completion; the warm-up runs compile and fill the allocator's cache."""
-    for _ in range(warm): fn(); dev.synchronize()
+    for _ in range(warm):
+      fn()
+      dev.synchronize()
     out = []
     for _ in range(reps):
-      st = time.perf_counter(); fn(); dev.synchronize(); out.append(time.perf_counter() - st)
+      st = time.perf_counter()
+      fn()
+      dev.synchronize()
+      out.append(time.perf_counter() - st)
     return out
-  rate = lambda ts, amount, unit: stat([amount / t for t in ts], unit)
+  def rate(ts, amount, unit): return stat([amount / t for t in ts], unit)
 
   def gemm(n, reps=R, warm=WARM):
     a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
@@ -110,7 +118,9 @@ def worker(tasks:list[str], quick:bool, out_path:str):
       for i in range(n + WARM):
         for r in (("SPIRV", "GLSL") if i % 2 else ("GLSL", "SPIRV")):
           with Context(DEV=f"{Device.DEFAULT}:{r}"):
-            st = time.perf_counter(); fn(); dev.synchronize()
+            st = time.perf_counter()
+            fn()
+            dev.synchronize()
             if i >= WARM: t[r].append(time.perf_counter() - st)
       out[f"paired_{key}"] = stat([g / s for s, g in zip(t["SPIRV"], t["GLSL"])], "x")   # GLSL time / SPIR-V time = speed ratio
     return out
@@ -131,7 +141,8 @@ def worker(tasks:list[str], quick:bool, out_path:str):
     x, k = Tensor.rand(16).realize(), 10
     for _ in range(3): chain(x)   # the JIT captures on the second call
     k0 = GlobalCounters.kernel_count
-    chain(x); dev.synchronize()
+    chain(x)
+    dev.synchronize()
     def loop():
       for _ in range(k): chain(x)
     return stat([t / (100 * k) * 1e6 for t in times(loop)], "us", kernels_per_call=GlobalCounters.kernel_count - k0)
@@ -143,7 +154,9 @@ def worker(tasks:list[str], quick:bool, out_path:str):
     @TinyJit
     def f(*a): return functools.reduce(lambda p, q: p + q, a).realize()
     for _ in range(3): f(*xs)
-    def loop(): f(*xs); dev.synchronize()
+    def loop():
+      f(*xs)
+      dev.synchronize()
     return stat([t * 1e6 for t in times(loop)], "us")
 
   def compile_cost():
@@ -167,7 +180,8 @@ def worker(tasks:list[str], quick:bool, out_path:str):
           t1 = time.perf_counter()
           compile_linear(linear)   # codegen + compiler; run_linear below finds the result in the to_program cache
           t2 = time.perf_counter()
-          run_linear(linear, var_vals); dev.synchronize()
+          run_linear(linear, var_vals)
+          dev.synchronize()
           t3 = time.perf_counter()
         if acc["compile"] == 0: raise RuntimeError("the compiler was not called: the kernel came from a cache")
         for k, v in (("schedule", t1 - t0), ("codegen", t2 - t1 - acc["compile"]), ("compiler", acc["compile"]),
@@ -221,7 +235,8 @@ def worker(tasks:list[str], quick:bool, out_path:str):
       finally: acc[0] += time.perf_counter() - st
     cg.do_to_program = timed   # sees every kernel only when they compile in this process (PARALLEL=0)
     st = time.perf_counter()
-    step(x, y); dev.synchronize()
+    step(x, y)
+    dev.synchronize()
     t = (time.perf_counter() - st) * 1e3
     return {"cnn_first": stat([t], "ms"), "cnn_first_compile": stat([acc[0] * 1e3], "ms")} if acc[0] else {"cnn_first": stat([t], "ms")}
 
@@ -262,7 +277,9 @@ def numpy_bench(quick:bool) -> dict:
     fn()
     out = []
     for _ in range(reps):
-      st = time.perf_counter(); fn(); out.append(time.perf_counter() - st)
+      st = time.perf_counter()
+      fn()
+      out.append(time.perf_counter() - st)
     return out
   res = {}
   for n in (512, 1024) + (() if quick else (2048,)):
@@ -294,7 +311,7 @@ def machine() -> dict:
 def fmt(r:dict|None) -> str:
   if r is None: return "-"
   if "med" not in r: return "n/a"
-  g = lambda v: f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+  def g(v): return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
   return f"{g(r['med'])} [{g(r['min'])}-{g(r['max'])}]"
 
 def main():
@@ -362,8 +379,9 @@ def main():
   print(f"vulkan:  {vk.get('name', 'n/a')} | driver {vk.get('driver', 'n/a')} | floor on: {floor.get('device', 'n/a')}")
   print(f"mode: {'--quick' if args.quick else 'full'}; cells: median [min-max]; floor column = raw Vulkan via cffi on the same driver\n")
   widths = [34, 8] + [20] * len(COLS)
-  line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
-  print(line(["benchmark", "unit"] + COLS)); print("-" * (sum(widths) + 2 * (len(widths) - 1)))
+  def line(cells): return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+  print(line(["benchmark", "unit"] + COLS))
+  print("-" * (sum(widths) + 2 * (len(widths) - 1)))
   errors = [f"[{c}] process: {results[c]['error']}" for c in COLS if isinstance(results[c].get("error"), str)]
   for key, label, unit in ROWS:
     cells = []

@@ -39,7 +39,9 @@ def sources(folders:list[str]) -> dict[str, list[str]]:
 def timed(fn, src:str, reps:int) -> float:
   best = float("inf")
   for _ in range(reps):
-    st = time.perf_counter(); fn(src); best = min(best, time.perf_counter() - st)
+    st = time.perf_counter()
+    fn(src)
+    best = min(best, time.perf_counter() - st)
   return best
 
 def main():

@@ -34,7 +34,8 @@ def apply_rotary(x:Tensor, fc:Tensor) -> Tensor:
 class Attention:
   def __init__(self, dim:int, n_heads:int, n_kv:int):
     self.n_heads, self.n_kv, self.hd = n_heads, n_kv, dim // n_heads
-    self.wq, self.wk, self.wv, self.wo = Linear(dim, dim, bias=False), Linear(dim, n_kv*self.hd, bias=False), Linear(dim, n_kv*self.hd, bias=False), Linear(dim, dim, bias=False)
+    self.wq, self.wk = Linear(dim, dim, bias=False), Linear(dim, n_kv*self.hd, bias=False)
+    self.wv, self.wo = Linear(dim, n_kv*self.hd, bias=False), Linear(dim, dim, bias=False)
   def __call__(self, x:Tensor, start_pos, fc:Tensor, mask:Tensor|None) -> Tensor:
     bsz, seqlen, _ = x.shape
     xq, xk, xv = self.wq(x).reshape(bsz, seqlen, self.n_heads, self.hd), self.wk(x).reshape(bsz, seqlen, self.n_kv, self.hd), \

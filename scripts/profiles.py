@@ -23,7 +23,8 @@ def cell(p:int, f:int, s:int, e:int) -> str: return f"{p}/{f}/{s}/{e}"
 def run_tests(profile:str, args:list[str]) -> tuple[str, float]:
   t0 = time.time()
   r = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *(args or ["tests"])],
-                     cwd=ROOT, capture_output=True, text=True, env={**os.environ, "VULKAN_PROFILE": profile, "VULKAN_VALIDATION": "1", "LP_NUM_THREADS": "0"})
+                     cwd=ROOT, capture_output=True, text=True,
+                     env={**os.environ, "VULKAN_PROFILE": profile, "VULKAN_VALIDATION": "1", "LP_NUM_THREADS": "0"})
   last = (r.stdout.strip().splitlines() or [""])[-1]
   n = {k: int(m.group(1)) if (m := re.search(rf"(\d+) {k}", last)) else 0 for k in ("passed", "failed", "skipped", "error")}
   log = os.path.join(tempfile.gettempdir(), f"profiles-tests-{profile}.log")

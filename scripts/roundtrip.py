@@ -50,7 +50,8 @@ def main() -> int:
   ref = a * b + np.sqrt(np.abs(a)) - np.float32(0.5)
   bad = np.flatnonzero(~np.isclose(out, ref, rtol=1e-5, atol=1e-6))
   print(f"kernel   {prg.arg.function_name}: {args.size} elements, local size {local_size}, {global_size} workgroups")
-  print(f"compile  {t_compile*1e3:8.2f} ms  (tinygrad codegen + {'GLSL -> glslang' if 'GLSL' in type(dev.renderer).__name__ else 'SPIR-V assembly -> in-process assembler'})")
+  how = 'GLSL -> glslang' if 'GLSL' in type(dev.renderer).__name__ else 'SPIR-V assembly -> in-process assembler'
+  print(f"compile  {t_compile*1e3:8.2f} ms  (tinygrad codegen + {how})")
   print(f"pipeline {t_pipeline*1e3:8.2f} ms  (vkCreateShaderModule + vkCreateComputePipelines)")
   for what, (gpu_s, wall_s) in zip(("first run", "run"), runs):
     print(f"{what:9s}{gpu_s*1e3:8.3f} ms GPU  ({wall_s*1e3:.3f} ms wall, record to fence)")

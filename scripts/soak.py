@@ -68,7 +68,9 @@ def main():
 
   def settle():
     """Run every pending free: tinygrad's caches of programs and buffers let go, the queue drains, the deferred frees run."""
-    realize.runtime_cache.clear(); codegen.to_program_cache.clear(); schedule.schedule_cache.clear()
+    realize.runtime_cache.clear()
+    codegen.to_program_cache.clear()
+    schedule.schedule_cache.clear()
     gc.collect()
     dev.synchronize()
     dev.allocator.free_cache()

@@ -42,7 +42,7 @@ def worker(model:str, steps:int, tg_src:str):
     x, y = Tensor(rng.standard_normal((2, 3, 224, 224), dtype=np.float32)), Tensor(rng.integers(0, 1000, 2, dtype=np.int32))
     params = nn.state.get_parameters(net)
     opts = [nn.optim.Adam(params, lr=1e-4)]
-    loss_fn = lambda: net.forward(x).sparse_categorical_crossentropy(y)
+    def loss_fn(): return net.forward(x).sparse_categorical_crossentropy(y)
   else:
     os.environ["BERT_SIZE"] = "tiny"
     from examples.mlperf.helpers import get_mlperf_bert_model
@@ -71,7 +71,8 @@ def worker(model:str, steps:int, tg_src:str):
       if model == "vit": loss.backward()
       return loss.realize(*[t for o in opts for t in o.schedule_step()])
   step = TinyJit(step_fn)
-  Tensor.realize(*params); dev.synchronize()
+  Tensor.realize(*params)
+  dev.synchronize()
   out = []
   for _ in range(steps):
     for k in acc: acc[k] = 0.0

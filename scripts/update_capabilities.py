@@ -19,7 +19,9 @@ def main() -> int:
     text = open(path).read()
     for key in keys:
       begin, end = f"<!-- info:{key}begin -->", f"<!-- info:{key}end -->"
-      if begin not in text: print(f"{doc}: no {begin} marker", file=sys.stderr); return 1
+      if begin not in text:
+        print(f"{doc}: no {begin} marker", file=sys.stderr)
+        return 1
       text = re.sub(f"({re.escape(begin)}\n).*?({re.escape(end)})", lambda m: m.group(1) + tables[key] + m.group(2), text, flags=re.S)
     open(path, "w").write(text)
   return 0

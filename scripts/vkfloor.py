@@ -33,9 +33,11 @@ def spirv(src:str) -> bytes:
 class Floor:
   def __init__(self):
     app = new("VkApplicationInfo", apiVersion=(1 << 22) | (2 << 12))
-    inst = ffi.new("VkInstance*"); check(lib.vkCreateInstance(new("VkInstanceCreateInfo", pApplicationInfo=app), NULL, inst), "vkCreateInstance")
+    inst = ffi.new("VkInstance*")
+    check(lib.vkCreateInstance(new("VkInstanceCreateInfo", pApplicationInfo=app), NULL, inst), "vkCreateInstance")
     self.phys = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", inst[0])[0]
-    props = ffi.new("VkPhysicalDeviceProperties*"); lib.vkGetPhysicalDeviceProperties(self.phys, props)
+    props = ffi.new("VkPhysicalDeviceProperties*")
+    lib.vkGetPhysicalDeviceProperties(self.phys, props)
     self.name, self.ts_period = cstr(props.deviceName), props.limits.timestampPeriod
     qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", self.phys)
     fam = next(i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
@@ -44,7 +46,8 @@ class Floor:
     dev = ffi.new("VkDevice*")
     check(lib.vkCreateDevice(self.phys, new("VkDeviceCreateInfo", queueCreateInfoCount=1, pQueueCreateInfos=qinfo), NULL, dev), "vkCreateDevice")
     self.dev, q = dev[0], ffi.new("VkQueue*")
-    lib.vkGetDeviceQueue(self.dev, fam, 0, q); self.queue = q[0]
+    lib.vkGetDeviceQueue(self.dev, fam, 0, q)
+    self.queue = q[0]
     pool = ffi.new("VkCommandPool*")
     check(lib.vkCreateCommandPool(self.dev, new("VkCommandPoolCreateInfo", queueFamilyIndex=fam), NULL, pool), "vkCreateCommandPool")
     cmd = ffi.new("VkCommandBuffer*")
@@ -57,7 +60,8 @@ class Floor:
     dp = ffi.new("VkDescriptorPool*")
     check(lib.vkCreateDescriptorPool(self.dev, new("VkDescriptorPoolCreateInfo", maxSets=32, poolSizeCount=1, pPoolSizes=sizes), NULL, dp), "dpool")
     self.dpool = dp[0]
-    mp = ffi.new("VkPhysicalDeviceMemoryProperties*"); lib.vkGetPhysicalDeviceMemoryProperties(self.phys, mp)
+    mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
+    lib.vkGetPhysicalDeviceMemoryProperties(self.phys, mp)
     want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
     self.memtype = next(i for i in range(mp.memoryTypeCount) if mp.memoryTypes[i].propertyFlags & want == want)
 
@@ -152,14 +156,18 @@ def run(quick:bool, out:dict):
   glslang, cold = [], []
   for _ in range(reps + 1):
     src = TRIVIAL.replace("1.0", repr(random.uniform(1, 2)))
-    st = time.perf_counter(); code = spirv(src); glslang.append((time.perf_counter() - st) * 1e3)
     st = time.perf_counter()
-    f.record(f.kernel("", [tiny], code=code), (1, 1, 1)); f.submit()
+    code = spirv(src)
+    glslang.append((time.perf_counter() - st) * 1e3)
+    st = time.perf_counter()
+    f.record(f.kernel("", [tiny], code=code), (1, 1, 1))
+    f.submit()
     cold.append((time.perf_counter() - st) * 1e3)
   out["cold_glslang"], out["cold_pipeline"] = stat(glslang[1:], "ms"), stat(cold[1:], "ms")
   N = 16 << 20
   (c, _), (a, am), (b, bm) = f.buffer(4 * N), f.buffer(4 * N), f.buffer(4 * N)
-  am[:] = bytes(4 * N); bm[:] = bytes(4 * N)   # touch the pages so the first run doesn't pay the faults
+  am[:] = bytes(4 * N)   # touch the pages so the first run doesn't pay the faults
+  bm[:] = bytes(4 * N)
   f.record(f.kernel(ADD4, [c, a, b]), (N // 4 // 256, 1, 1))
   runs = timed(f.submit)
   out["add_vec4"] = stat([3 * 4 * N / w / 1e9 for w, _ in runs], "GB/s", gpu=statistics.median(3 * 4 * N / g / 1e9 for _, g in runs))

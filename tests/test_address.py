@@ -67,7 +67,11 @@ from tinygrad.uop.ops import UOp, AxisType
 from tinygrad_vk.program import VulkanProgram
 from util import data, run_kernel, kernel_sources, shows
 progs, writes, init = [], [], VulkanProgram.__init__
-VulkanProgram.__init__ = lambda self, dev, obj: (init(self, dev, obj), progs.append(len(self.abi.address) - self.ndesc), writes.append(self.written))[0]
+def traced_init(self, dev, obj):
+  init(self, dev, obj)
+  progs.append(len(self.abi.address) - self.ndesc)
+  writes.append(self.written)
+VulkanProgram.__init__ = traced_init
 a, b = data((67, 45)), data((45, 53))
 np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
 x = data(10007)
@@ -149,7 +153,8 @@ def test_64bit_index_needs_int64():
 def test_address_without_int64():
   # bufferDeviceAddress without shaderInt64 (the Raspberry Pi's v3dv, VULKAN_PROFILE=pi5): int32 indexes on pointer-typed push
   # constants, no Int64
-  r = run_python(SMALL_RANGE + "\nfrom util import kernel_sources\nassert 'Int64' not in ''.join(kernel_sources(Tensor(np.arange(3000, dtype=np.float32)) * 2))",
+  r = run_python(SMALL_RANGE + "\nfrom util import kernel_sources\n"
+                 "assert 'Int64' not in ''.join(kernel_sources(Tensor(np.arange(3000, dtype=np.float32)) * 2))",
                  {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_PROFILE": "pi5"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 

@@ -49,6 +49,7 @@ def test_local_size_over_limit():
     glsl_program(SIMPLE.replace("local_size_x=1", f"local_size_x={inv}, local_size_y=2"))
 
 def test_no_driver_is_one_readable_line():
-  r = run_python("from tinygrad import Tensor; Tensor([1.0]).numpy()", {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"})
+  r = run_python("from tinygrad import Tensor; Tensor([1.0]).numpy()",
+                 {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"})
   assert r.returncode != 0
   assert "RuntimeError: VULKAN: no Vulkan driver found; install one (mesa-vulkan-drivers gives lavapipe on any CPU)" in r.stderr, r.stderr

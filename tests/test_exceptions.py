@@ -40,7 +40,10 @@ def workload(dev:str, hooks, name:str, nth:int, fire, monkeypatch):
   # captured: the next calls replay a graph. The inputs are kept: a new one is another buffer, and the graph records again
   inputs = [Tensor(data(N), device=dev).realize() for _ in range(4)]
   for t in inputs[:3]: jit(t)
-  (a * 5 - u).realize(); (Tensor(z, device=dev) * 7).realize(); Device[dev].synchronize()   # built: a launch now records at once
+  # built: a launch now records at once
+  (a * 5 - u).realize()
+  (Tensor(z, device=dev) * 7).realize()
+  Device[dev].synchronize()
   alloc = Device[dev].allocator
   monkeypatch.setattr(alloc, "block_limit", lambda ti: 1 << 20)   # buffers over 512 KiB get memory of their own: a free frees it
   # recorded before the fault, not yet submitted (with VULKAN_BATCH=3 partly submitted)

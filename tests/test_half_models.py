@@ -14,7 +14,8 @@ LLAMA = ("llama_check", ["--layers", "1", "--dim", "32", "--heads", "4", "--kv-h
 @pytest.mark.skipif(bool(os.environ.get("VULKAN_PROFILE")) or os.environ.get("DEV", "VULKAN") != "VULKAN",
                     reason="sets its own VULKAN_PROFILE and renderer: runs in the default pass")
 @pytest.mark.parametrize("model,profile,renderer", [(GPT2, "mobile", "SPIRV"), (GPT2, "min", "GLSL"), (LLAMA, "mobile", "GLSL"),
-                                                    (LLAMA, "min", "SPIRV")], ids=["gpt2-mobile-spirv", "gpt2-min-glsl", "llama-mobile-glsl", "llama-min-spirv"])
+                                                    (LLAMA, "min", "SPIRV")],
+                         ids=["gpt2-mobile-spirv", "gpt2-min-glsl", "llama-mobile-glsl", "llama-min-spirv"])
 def test_half_transformer(model, profile, renderer):
   script, args = model
   args = args + ["--device", f"VULKAN:{renderer}"]

@@ -57,7 +57,8 @@ def test_write_into_view(monkeypatch):
   first = A // 4 + 5
   po, r = UOp.param(0, dtypes.float32, (n,)), UOp.range(n, 0, AxisType.GLOBAL)
   run_kernel([po.index(r).store(r.cast(dtypes.float32) * 0.5 - 7).end(r)], [whole.view(n, dtypes.float32, 4 * first)])
-  ref = a.copy(); ref[first:first + n] = np.arange(n, dtype=np.float32) * np.float32(0.5) - np.float32(7)
+  ref = a.copy()
+  ref[first:first + n] = np.arange(n, dtype=np.float32) * np.float32(0.5) - np.float32(7)
   np.testing.assert_array_equal(np.frombuffer(whole.as_memoryview(), np.float32), ref)
   assert spy.offset_bound(0) and spy.variant_used(0), spy.binds
 
@@ -66,7 +67,8 @@ def test_assign_into_slice():
   a = data(257)
   t = Tensor(a).realize()
   t[5:105].assign(Tensor(np.arange(100, dtype=np.float32))).realize()
-  ref = a.copy(); ref[5:105] = np.arange(100)
+  ref = a.copy()
+  ref[5:105] = np.arange(100)
   np.testing.assert_array_equal(t.numpy(), ref)
 
 def test_cpu_vulkan_copies():

@@ -22,4 +22,5 @@ def test_cat_gated_loads():
   check(lambda t: t.cat(Tensor(b), dim=1) * 3, lambda x: np.concatenate([x, b], axis=1) * 3)
 def test_shifted_window():
   # overlapping shifted reads of one buffer: each output element gates two loads
-  check(lambda t: t[:, :-1, :] + t[:, 1:, :].pad(((0, 0), (0, 0), (1, 0)))[:, :, :9], lambda x: x[:, :-1] + np.pad(x[:, 1:], ((0, 0), (0, 0), (1, 0)))[:, :, :9])
+  check(lambda t: t[:, :-1, :] + t[:, 1:, :].pad(((0, 0), (0, 0), (1, 0)))[:, :, :9],
+        lambda x: x[:, :-1] + np.pad(x[:, 1:], ((0, 0), (0, 0), (1, 0)))[:, :, :9])

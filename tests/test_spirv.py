@@ -52,7 +52,8 @@ def test_glsl_value_selects_are_not_branches():
   def fn(): return (Tensor(x) > 0).where(Tensor(x).log2(), Tensor(x).sqrt()) + (Tensor(x) < 1).cast(dtypes.float)
   with Context(DEV="VULKAN:GLSL"):
     assert all("OpSelectionMerge" not in disassemble(glsl_compiler().compile(s)) for s in kernel_sources(fn()))
-    with np.errstate(all="ignore"): np.testing.assert_allclose(fn().numpy(), np.where(x > 0, np.log2(x), np.sqrt(x)) + (x < 1), rtol=1e-6, atol=2**-21)
+    with np.errstate(all="ignore"):
+      np.testing.assert_allclose(fn().numpy(), np.where(x > 0, np.log2(x), np.sqrt(x)) + (x < 1), rtol=1e-6, atol=2**-21)
 
 @pytest.mark.parametrize("renderer", ["SPIRV", "GLSL"])
 def test_vector_loads_select_not_branch(renderer):
@@ -103,7 +104,8 @@ def test_casts_and_bitcasts(src):
     same_bits(out, out["SPIRV"])
     with np.errstate(all="ignore"): ref = x != 0 if d == dtypes.bool else x.astype(npd)
     # C leaves a float -> integer cast out of the integer's range undefined: compare the others
-    ok = (np.trunc(x.astype(np.float64)) >= np.iinfo(npd).min) & (np.trunc(x.astype(np.float64)) <= np.iinfo(npd).max) if dtypes.is_float(src) and dtypes.is_int(d) else slice(None)
+    ok = ((np.trunc(x.astype(np.float64)) >= np.iinfo(npd).min) & (np.trunc(x.astype(np.float64)) <= np.iinfo(npd).max)
+          if dtypes.is_float(src) and dtypes.is_int(d) else slice(None))
     if dtypes.is_float(d) and d.itemsize < src.itemsize: np.testing.assert_allclose(out["SPIRV"][ok], ref[ok], **TOL[npd])
     else: np.testing.assert_array_equal(out["SPIRV"][ok], ref[ok])
     if d.itemsize == src.itemsize and dtypes.bool not in (d, src):
@@ -128,7 +130,7 @@ def mod_ref(npdt):
 def test_transcendental(dt):
   npdt = _to_np_dtype(dt)
   x = np.concatenate([data(500, npdt, lo=-6, hi=6), np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1.0], npdt)]).astype(npdt)
-  gelu = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+  def gelu(v): return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
   with np.errstate(all="ignore"):
     for f, ref in ((lambda t: t.exp(), np.exp), (lambda t: t.log(), np.log), (lambda t: t.exp2(), np.exp2), (lambda t: t.log2(), np.log2),
                    (lambda t: t.sqrt(), np.sqrt), (lambda t: t.sin(), np.sin), (lambda t: t.cos(), np.cos), (lambda t: t.tanh(), np.tanh),

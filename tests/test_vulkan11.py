@@ -14,7 +14,8 @@ def fake_phys(vk:int, extensions=(), name="dev", type_=2, index=0) -> PhysicalDe
 
 def test_vulkan10_refused_naming_its_version():
   with pytest.raises(RuntimeError, match=r"no device supports Vulkan 1.1 \(old: 1.0.68\)"): select_devices([fake_phys(10, name="old")], "")
-  with pytest.raises(RuntimeError, match=r"old supports Vulkan 1.0.68; tinygrad_vk needs Vulkan 1.1"): select_devices([fake_phys(10, name="old")], "0")
+  with pytest.raises(RuntimeError, match=r"old supports Vulkan 1.0.68; tinygrad_vk needs Vulkan 1.1"):
+    select_devices([fake_phys(10, name="old")], "0")
   assert [p.name for p in select_devices([fake_phys(10, name="old"), fake_phys(11, name="new", index=1)], "")] == ["new"]
 
 def test_extensions_enabled_on_vulkan11():
@@ -49,8 +50,10 @@ assert d.caps.vk == 11 and d.renderer.compiler.target.version == (1, 3), d.caps
 a, b = data(3001, lo=-4, hi=4), data(3001, lo=-4, hi=4)
 c = data(3001, np.int8)
 ta, tb, tc = Tensor(a).realize(), Tensor(b).realize(), Tensor(c).realize()
-f = lambda x, y: ((x * y).cast(dtypes.half).contiguous().cast(dtypes.float) + (x.cast(dtypes.int8) * 2).cast(dtypes.float) + x.cast(dtypes.double).exp2().cast(dtypes.float)
-                  + (x.cast(dtypes.int64) * 1000003).cast(dtypes.float) / 1e6 + (x != x).where(1.0, 0.0) + tc.cast(dtypes.float))
+def f(x, y):
+  return ((x * y).cast(dtypes.half).contiguous().cast(dtypes.float) + (x.cast(dtypes.int8) * 2).cast(dtypes.float)
+          + x.cast(dtypes.double).exp2().cast(dtypes.float) + (x.cast(dtypes.int64) * 1000003).cast(dtypes.float) / 1e6
+          + (x != x).where(1.0, 0.0) + tc.cast(dtypes.float))
 srcs = kernel_sources(f(ta, tb))
 print("\\n".join(l for s in srcs for l in s.splitlines() if "OpExtension" in l or "#extension" in l or "SPIR-V" in l))
 with np.errstate(all="ignore"):
@@ -70,7 +73,8 @@ def test_vulkan11_features_through_extensions(ren):
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   if ren == "SPIRV":
     assert "SPIR-V 1.3" in r.stdout
-    for ext in ("SPV_KHR_8bit_storage", "SPV_KHR_physical_storage_buffer", "SPV_KHR_float_controls"): assert f'OpExtension "{ext}"' in r.stdout, r.stdout
+    for ext in ("SPV_KHR_8bit_storage", "SPV_KHR_physical_storage_buffer", "SPV_KHR_float_controls"):
+      assert f'OpExtension "{ext}"' in r.stdout, r.stdout
 
 def test_spirv13_for_vulkan11():
   assert spirv_target(Caps(vk=11)) is SPIRV_1_3 and spirv_target(Caps(vk=13)).version == (1, 5)

@@ -113,7 +113,9 @@ class LibHooks(dict):
   """Stands in for the `vulkan` cffi lib in the runtime modules: a call of `name` goes to self[name](real_function, *args) when a
   test set a hook, otherwise to the real function. How the fault tests inject Vulkan errors. With `calls` set to a list, every
   function looked up is appended to it."""
-  def __init__(self, real): super().__init__(); self.real, self.calls = real, None
+  def __init__(self, real):
+    super().__init__()
+    self.real, self.calls = real, None
   def __getattr__(self, name:str):
     if self.calls is not None: self.calls.append(name)
     fn = getattr(self.real, name)
@@ -131,9 +133,9 @@ def bind_align() -> int:
   return Device["VULKAN"].caps.align
 
 class BindSpy:
-  """Records every VulkanProgram.pack (eager launches and graphs): per slot the offset bound (the descriptor offset, or for a buffer passed by address the
-  view offset folded into the address), and which pipeline it launches with (the alignment key of the views' element offsets:
-  all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
+  """Records every VulkanProgram.pack (eager launches and graphs): per slot the offset bound (the descriptor offset, or for a buffer
+  passed by address the view offset folded into the address), and which pipeline it launches with (the alignment key of the views'
+  element offsets: all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
   def __init__(self, monkeypatch):
     from tinygrad_vk.program import VulkanProgram
     self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)

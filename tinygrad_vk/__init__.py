@@ -5,7 +5,7 @@ a meta-path finder in front of the normal ones: it answers that module name with
 makes tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device. This module must stay import-light: it runs
 in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
 """
-import sys, importlib, importlib.abc, importlib.machinery
+import sys, importlib.abc, importlib.machinery
 
 # kernels may bind at most this many buffers, fewer where the device allows fewer
 DEFAULT_MAX_BUFS = 31

@@ -14,7 +14,8 @@ def profile_changes(phys) -> list[str]:
   prof = apply_profile(real, os.environ.get("VULKAN_PROFILE", ""))
   out = [f"{FLAGS[f]}" for f in FLAGS if f in real and f not in prof]
   def fmt(k, v): return f"{v // 10}.{v % 10}" if k == "vk" else v
-  return out + [f"{name} {fmt(k, getattr(real, k))} -> {fmt(k, getattr(prof, k))}" for k, name in LIMIT_NAMES.items() if getattr(real, k) != getattr(prof, k)]
+  return out + [f"{name} {fmt(k, getattr(real, k))} -> {fmt(k, getattr(prof, k))}" for k, name in LIMIT_NAMES.items()
+                if getattr(real, k) != getattr(prof, k)]
 
 def unsupported(phys, caps) -> list[str]:
   """What this device cannot do, explicitly."""
@@ -31,7 +32,8 @@ def unsupported(phys, caps) -> list[str]:
                                     f"several windows (renderer/abi.py); refused where they need more than {caps.bufs} descriptors")
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
           (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),
-          "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)", "no tensor cores / cooperative matrices",
+          "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)",
+          "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
   if not caps.flags & {"nan32"}: out.append("NaN/Inf/signed zero not guaranteed by the driver: isnan uses a bit test")
@@ -84,7 +86,8 @@ def main():
     print(e, file=sys.stderr)
     return 1
   if not args.markdown:
-    print(f"{len(inst.all)} Vulkan device(s); VULKAN:n uses {', '.join(p.name for p in inst.devices)} (VULKAN_DEVICES={os.environ.get('VULKAN_DEVICES', '')})")
+    print(f"{len(inst.all)} Vulkan device(s); VULKAN:n uses {', '.join(p.name for p in inst.devices)} "
+          f"(VULKAN_DEVICES={os.environ.get('VULKAN_DEVICES', '')})")
   for i, phys in enumerate(inst.devices):
     rows = describe(i, phys)
     if args.markdown:

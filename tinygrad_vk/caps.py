@@ -126,8 +126,8 @@ def disabled_flags(spec:str) -> set[str]:
 # VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
 # only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
 # flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer and runtime paths are not device features, and
-# what probe.py measured is what the driver really does: every profile keeps them. A profile's `vk` also lowers the API version the instance and device are created with, so on a newer driver the
-# validation layer checks that version's rules (structs, entry points, SPIR-V version).
+# what probe.py measured is what the driver really does: every profile keeps them. A profile's `vk` also lowers the API version the
+# instance and device are created with, so on a newer driver the validation layer checks that version's rules (structs, entry points, SPIR-V version).
 # Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
 # does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
 RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "texel", "tile", "share", "nanexp", "denorm"})

@@ -33,19 +33,19 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
 
 # SPIR-V opcodes, capabilities and enumerants: what the renderer writes (the assembler below) and what the runtime reads back
 OPCODES = {
-  "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16, "OpCapability": 17,
-  "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeImage": 25, "OpTypeArray": 28,
-  "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
+  "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16,
+  "OpCapability": 17, "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeImage": 25,
+  "OpTypeArray": 28, "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
   "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpSpecConstantOp": 52, "OpFunction": 54, "OpFunctionEnd": 56,
   "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpArrayLength": 68, "OpDecorate": 71, "OpMemberDecorate": 72,
   "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81, "OpImageRead": 98,
   "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
-  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128, "OpFAdd": 129,
-  "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
+  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128,
+  "OpFAdd": 129, "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
   "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
   "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
-  "OpIsNan": 156, "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpFUnordLessThan": 185, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
-  "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
+  "OpIsNan": 156, "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpFUnordLessThan": 185, "OpShiftRightLogical": 194,
+  "OpShiftRightArithmetic": 195, "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
   "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
   "OpBranchConditional": 250, "OpReturn": 253}
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "ImageBuffer": 47, "StorageBuffer16BitAccess": 4433,

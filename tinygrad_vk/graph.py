@@ -56,17 +56,24 @@ class VulkanGraph(GraphRunner):
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     for j, pos, slot in self.replaced:
-      if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]: self.bufs[j][pos] = b; self.dirty.add(j)
+      if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]:
+        self.bufs[j][pos] = b
+        self.dirty.add(j)
     for j, call in self.input_views:
       for pos, u in enumerate(resolve_params(call, input_uops)):
         if u.op is Ops.SHRINK and (b := cast(Buffer, u.buffer).ensure_allocated()._buf) is not self.bufs[j][pos]:
-          self.bufs[j][pos] = b; self.dirty.add(j)
+          self.bufs[j][pos] = b
+          self.dirty.add(j)
     if self.vars:
       for j, i, v in self.updated_vars(var_vals):
-        if self.scalars[j][i] != v: self.scalars[j][i] = v; self.dirty.add(j)
+        if self.scalars[j][i] != v:
+          self.scalars[j][i] = v
+          self.dirty.add(j)
     if self.launch_dims_replace:
       for j, gl, _ in self.updated_launch_dims(var_vals):
-        if tuple(self.dims[j]) != tuple(gl): self.dims[j] = gl; self.dirty.add(j)
+        if tuple(self.dims[j]) != tuple(gl):
+          self.dims[j] = gl
+          self.dirty.add(j)
     q = self.q
     with q:   # another thread's launch of the same programs binds through the same structs
       # profiled replays reuse one set of queries: the previous replay's must be read first

@@ -125,7 +125,8 @@ STRUCTS = {
   "VkPhysicalDevice16BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, 11, None),
   "VkPhysicalDevice8BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, 12, "VK_KHR_8bit_storage"),
   "VkPhysicalDeviceShaderFloat16Int8Features": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, 12, "VK_KHR_shader_float16_int8"),
-  "VkPhysicalDeviceBufferDeviceAddressFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, 12, "VK_KHR_buffer_device_address"),
+  "VkPhysicalDeviceBufferDeviceAddressFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, 12,
+                                                  "VK_KHR_buffer_device_address"),
 }
 # each feature tinygrad_vk enables: the flag that uses it (caps.FLAGS) and its struct (None: VkPhysicalDeviceFeatures)
 FEATURES = {"shaderFloat64": ("f64", None), "shaderInt64": ("i64", None), "shaderInt16": ("i16", None),
@@ -158,8 +159,10 @@ class PhysicalDevice:
     lib.vkGetPhysicalDeviceProperties2(handle, props)
     pr, lim = props.properties, props.properties.limits
     drv = ps.get("VkPhysicalDeviceDriverProperties")
-    self.driver, self.driver_id = (f"{cstr(drv.driverName)} {cstr(drv.driverInfo)}".strip(), drv.driverID) if drv else (f"driver {pr.driverVersion:#x}", 0)
-    self.subgroup_size, self.max_alloc = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize, ps["VkPhysicalDeviceMaintenance3Properties"].maxMemoryAllocationSize
+    self.driver, self.driver_id = ((f"{cstr(drv.driverName)} {cstr(drv.driverInfo)}".strip(), drv.driverID) if drv else
+                                   (f"driver {pr.driverVersion:#x}", 0))
+    self.subgroup_size = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize
+    self.max_alloc = ps["VkPhysicalDeviceMaintenance3Properties"].maxMemoryAllocationSize
     # maintenance4: the real buffer size limit, above the soft allocation limit
     self.max_buffer = m4.maxBufferSize if (m4 := ps.get("VkPhysicalDeviceMaintenance4Properties")) else self.max_alloc
     self.limits = {k: getattr(lim, k) for k in ("maxStorageBufferRange", "maxPushConstantsSize", "maxComputeSharedMemorySize",

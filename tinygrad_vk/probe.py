@@ -141,7 +141,8 @@ class Scratch:
     lib.vkGetBufferMemoryRequirements(self.d, self.buf, req)
     host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
     ti = next(t.index for t in self.phys.memory_types if req.memoryTypeBits >> t.index & 1 and t.flags & host == host)
-    mem = self.create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory", new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
+    mem = self.create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory",
+                      new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
     check(lib.vkBindBufferMemory(self.d, self.buf, mem, 0), "vkBindBufferMemory")
     check(lib.vkMapMemory(self.d, mem, 0, size, 0, ptr), "vkMapMemory")
     ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
@@ -155,26 +156,31 @@ class Scratch:
     bind = ffi.new("VkDescriptorSetLayoutBinding*", {"descriptorType": SB, "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
     sls = ffi.new("VkDescriptorSetLayout[1]", [c(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
                                                  new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))])
-    pl = c(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout", new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
+    pl = c(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout",
+           new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
     entry, pipe = ffi.new("char[]", b"main"), ffi.new("VkPipeline*")
-    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module, "pName": entry}
-    check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe), "vkCreateComputePipelines (probe)")
+    stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
+             "pName": entry}
+    check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe),
+          "vkCreateComputePipelines (probe)")
     self.made.append((lib.vkDestroyPipeline, pipe[0]))
-    pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool", new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1,
-             pPoolSizes=sizes))
+    pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool",
+             new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1, pPoolSizes=sizes))
     ds, cmd, q = ffi.new("VkDescriptorSet*"), ffi.new("VkCommandBuffer*"), ffi.new("VkQueue*")
-    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds), "vkAllocateDescriptorSets")
+    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds),
+          "vkAllocateDescriptorSets")
     info = ffi.new("VkDescriptorBufferInfo*", {"buffer": self.buf, "offset": 0, "range": self.size})
     lib.vkUpdateDescriptorSets(d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1, descriptorType=SB, pBufferInfo=info), 0, NULL)
-    cpool = c(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool", new("VkCommandPoolCreateInfo", queueFamilyIndex=self.phys.queue_family))
+    cpool = c(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool",
+              new("VkCommandPoolCreateInfo", queueFamilyIndex=self.phys.queue_family))
     check(lib.vkAllocateCommandBuffers(d, new("VkCommandBufferAllocateInfo", commandPool=cpool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                               commandBufferCount=1), cmd), "vkAllocateCommandBuffers")
     check(lib.vkBeginCommandBuffer(cmd[0], new("VkCommandBufferBeginInfo")), "vkBeginCommandBuffer")
     lib.vkCmdBindPipeline(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe[0])
     lib.vkCmdBindDescriptorSets(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, ds, 0, NULL)
     lib.vkCmdDispatch(cmd[0], 1, 1, 1)
-    lib.vkCmdPipelineBarrier(cmd[0], vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                             new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT), 0, NULL, 0, NULL)
+    barrier = new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+    lib.vkCmdPipelineBarrier(cmd[0], vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, barrier, 0, NULL, 0, NULL)
     check(lib.vkEndCommandBuffer(cmd[0]), "vkEndCommandBuffer")
     fence = c(lib.vkCreateFence, lib.vkDestroyFence, "VkFence", new("VkFenceCreateInfo"))
     lib.vkGetDeviceQueue(d, self.phys.queue_family, 0, q)

@@ -89,7 +89,9 @@ class Windows:
   def scratches(self) -> list[VulkanBuffer]: return [] if self.scratch is None else [self.scratch]
   def free(self, allocator):
     """Give the scratch back (tinygrad's cache, or freed once the queue is done with it): a later use is queue-ordered after."""
-    if self.scratch is not None: allocator.free(self.scratch, self.size, GATHER_SPEC); self.scratch = None
+    if self.scratch is not None:
+      allocator.free(self.scratch, self.size, GATHER_SPEC)
+      self.scratch = None
 
 @dataclass
 class Realigned:
@@ -133,7 +135,8 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
     if abi.windowed: self.ndesc = min(Caps.decode(obj.target.arch).bufs, self.nbind)   # the windows a launch binds at most
     if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
-    if not bindings <= set(range(self.nbind)): raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
+    if not bindings <= set(range(self.nbind)):
+      raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
     self.piece_len = self._piece_len()
     if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
@@ -279,7 +282,9 @@ class VulkanProgram(Program["VulkanDevice"]):
       cur = None
       for off, i, b in sorted(members, key=lambda m: m[0]):
         end = self._end(i, b, start := off - off % step)
-        if cur is not None and "share" in caps and max(cur[2], end) - cur[1] <= caps.range: cur[2] = max(cur[2], end); cur[3].append((i, b))
+        if cur is not None and "share" in caps and max(cur[2], end) - cur[1] <= caps.range:
+          cur[2] = max(cur[2], end)
+          cur[3].append((i, b))
         else: wins.append(cur := [h, start, end, [(i, b)], [], False])
     copies, scratch, size = [], None, 0
     if len(wins) > D:

@@ -46,7 +46,10 @@ _BEGIN = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TI
 class Hazards:
   """Byte ranges read and written since the last barrier of one command stream, per root buffer; `everything` after a command
   whose accesses are not tracked (a graph replay)."""
-  def __init__(self): self.reads: dict[int, list[tuple[int, int]]] = {}; self.writes: dict[int, list[tuple[int, int]]] = {}; self.everything = False
+  def __init__(self):
+    self.reads: dict[int, list[tuple[int, int]]] = {}
+    self.writes: dict[int, list[tuple[int, int]]] = {}
+    self.everything = False
   @staticmethod
   def _hit(table, k, s, e) -> bool: return any(st < e and s < en for st, en in table.get(k, ()))
 
@@ -64,7 +67,9 @@ class Hazards:
 
   def barrier(self, cmd):
     lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
-    self.reads.clear(); self.writes.clear(); self.everything = False
+    self.reads.clear()
+    self.writes.clear()
+    self.everything = False
 
 # ---- pools shared by batches and graphs
 
@@ -384,7 +389,10 @@ class Interrupts:
   released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
   thread; that handler gets every interrupt. Python runs signal handlers in the main thread only. A handler installed later
   replaces this one: interrupts then land anywhere again, which every step survives (see Faults above)."""
-  def __init__(self): self.queues: list[CommandQueue] = []; self.prev: Callable|None = None; self.pending: tuple|None = None
+  def __init__(self):
+    self.queues: list[CommandQueue] = []
+    self.prev: Callable|None = None
+    self.pending: tuple|None = None
 
   def watch(self, q:CommandQueue):
     self.queues.append(q)

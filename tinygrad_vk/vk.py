@@ -8,7 +8,7 @@ from typing import Any
 
 try:
   import vulkan as vk
-  from vulkan._vulkan import ffi, lib
+  from vulkan._vulkan import ffi, lib as lib   # lib: re-exported, the package calls Vulkan through it
 except OSError as e:  # the package dlopens libvulkan at import
   raise RuntimeError("VULKAN: no Vulkan loader (libvulkan.so.1) found; install libvulkan1 and a driver "
                      "(mesa-vulkan-drivers gives lavapipe on any CPU)") from e

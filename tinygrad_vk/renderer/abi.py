@@ -38,9 +38,9 @@ Push constants (std430, byte offsets):
 Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
 (OpAccessChain) and the driver scales it to a 64-bit address on a PhysicalStorageBuffer pointer, so byte offsets past 2^31 need
 no 64-bit arithmetic in the shader, and no shaderInt64: the address is a pointer-typed push constant (bufferDeviceAddress without
-shaderInt64, as on the Raspberry Pi's v3dv, passes buffers of any size by address). An int64 index cannot index an array: on an address slot the renderer computes the element's
-address in 64 bits (base + index * itemsize); a descriptor slot has at most 2^31-1 elements (a bigger one goes by address, and is
-refused without `bda`), so its int64 index is narrowed to int32 without loss.
+shaderInt64, as on the Raspberry Pi's v3dv, passes buffers of any size by address). An int64 index cannot index an array: on an
+address slot the renderer computes the element's address in 64 bits (base + index * itemsize); a descriptor slot has at most
+2^31-1 elements (a bigger one goes by address, and is refused without `bda`), so its int64 index is narrowed to int32 without loss.
 """
 from __future__ import annotations
 import math
@@ -95,10 +95,12 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
   for a in addressed:
     if a:
       off = round_up(off, 8)
-      binding.append(None); address.append(off)
+      binding.append(None)
+      address.append(off)
       off += 8
     else:
-      binding.append(ndesc); address.append(None)
+      binding.append(ndesc)
+      address.append(None)
       ndesc += 1
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)

@@ -119,7 +119,7 @@ def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
   if a.wins is None: return f"{_name(ctx, a)}[{i}]"
   k, n, _ = a.wins
   if w is not None: return f"{_name(ctx, a)}_w{w}[({i})-{w*n}]"
-  win = lambda w: f"{_name(ctx, a)}_w{w}[clamp(({i})-{w*n}, 0, {_name(ctx, a)}_w{w}.length()-1)]"
+  def win(w:int) -> str: return f"{_name(ctx, a)}_w{w}[clamp(({i})-{w*n}, 0, {_name(ctx, a)}_w{w}.length()-1)]"
   sel = win(k - 1)
   for w in reversed(range(k - 1)): sel = f"((({i})<{(w+1)*n})?{win(w)}:{sel})"
   return sel
@@ -145,7 +145,8 @@ def _write(ctx:GLSLRenderer, a:Access, dt:DType, v:str) -> str:
   if a.k > 1:
     u = UINT_OF_SIZE[dt.itemsize]
     return f"{{ {TYPES[u]} _t = {render_bitcast(u, dt, v)};" + "".join(
-      " " + in_window(ctx, a, j, lambda lv, j=j: f"{lv} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});") for j in range(a.k)) + " }"
+      " " + in_window(ctx, a, j, lambda lv, j=j: f"{lv} = {TYPES[a.dtype]}(_t{f'>>{8*a.dtype.itemsize*j}' if j else ''});")
+      for j in range(a.k)) + " }"
   if dt == dtypes.bool and a.dtype != dt: v = f"uint8_t({select(v, '1u', '0u')})"
   return in_window(ctx, a, 0, lambda lv: f"{lv} = {v};")
 
@@ -165,7 +166,8 @@ def render_load(ctx:GLSLRenderer, bidx:UOp) -> str:
 def render_store(ctx:GLSLRenderer, bidx:UOp, v:UOp) -> str:
   if (rmw := read_modify_write(bidx, v)) is not None:
     keep, field = rmw
-    return in_window(ctx, ctx.plan.access(bidx), 0, lambda lv: f"atomicAnd({lv}, {ctx[keep]});" + (f" atomicOr({lv}, {ctx[field]});" if field is not None else ""))
+    return in_window(ctx, ctx.plan.access(bidx), 0,
+                     lambda lv: f"atomicAnd({lv}, {ctx[keep]});" + (f" atomicOr({lv}, {ctx[field]});" if field is not None else ""))
   if bidx.op is Ops.SHRINK:
     vec, lanes = ctx.plan.vector(bidx)
     packed = "".join(" " + _write(ctx, l, v.dtype, f"_v[{j}]") for j, l in enumerate(lanes))
@@ -178,8 +180,8 @@ glsl_rewrite = PatternMatcher([
   (UPat.cvar("c").cast(dtypes.floats, name="x"), lambda ctx,x,c: None if math.isfinite(c.val) else
     f"{TYPES[x.dtype]}({'' if c.val > 0 or math.isnan(c.val) else '-'}uintBitsToFloat({'0x7fc00000u' if math.isnan(c.val) else '0x7f800000u'}))"),
   (UPat.cvar("c").cast(name="x"), lambda ctx,x,c: lit(x.dtype, c.val) if x.dtype in TYPES else None),
-  (UPat(Ops.CAST, name="x"), lambda ctx,x: render_cast(held(ctx.caps, x.dtype), held(ctx.caps, x.src[0].dtype), ctx[x.src[0]]) if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL)
-   else None),
+  (UPat(Ops.CAST, name="x"), lambda ctx,x: render_cast(held(ctx.caps, x.dtype), held(ctx.caps, x.src[0].dtype), ctx[x.src[0]])
+   if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access, or a word access)
@@ -248,8 +250,8 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     pc += [(off, f"layout(offset={off}) {'uint' if var_in_words(u) else TYPES[u.dtype]} {names[u]}{'[2]' if var_in_words(u) else ''};")
            for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
-    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts + (["GL_EXT_buffer_reference"]
-             if any(b.address is not None for b in plan.bufs.values()) else [])),
+    if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
+    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts),
              "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []
     for slot, b in sorted(plan.bufs.items()):

@@ -120,7 +120,8 @@ pm_half = PatternMatcher([
   # every other value of the type is a float (tinygrad's rules)
   (UPat(Ops.CONST, dtypes.floats, name="x"), lambda ctx,x: UOp.const(x.val, ctx[1]) if x.dtype == ctx[0] else None),
   (UPat(GroupOp.All-GroupOp.Defines-{Ops.CAST, Ops.BITCAST, Ops.CONST}, dtypes.floats, name="x"), lambda ctx,x:
-   UOp(x.op, src=tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), arg=x.arg, tag=x.tag) if x.dtype == ctx[0] and not in_reg(x) else None),
+   UOp(x.op, src=tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), arg=x.arg, tag=x.tag)
+   if x.dtype == ctx[0] and not in_reg(x) else None),
 ])
 
 IN_WORDS = {dtypes.half: "f16", dtypes.bfloat16: "i16"}   # each type, and the flag that makes it native

@@ -270,7 +270,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   # a buffer whose accesses were all folded away has no PARAM here, but keeps its slot (the runtime binds a scratch buffer there)
   slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
   gx = next((u.src[0].vmax for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx0"), 1)
-  try: abi = kernel_abi(caps, [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)], [u.dtype for u in pvars], gx > caps.wgcount[0])
+  sizes = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
+  try: abi = kernel_abi(caps, sizes, [u.dtype for u in pvars], gx > caps.wgcount[0])
   except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
   if abi.pc_size > caps.pc:
     raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(abi.binding)} view offsets and the scalars "

@@ -174,7 +174,7 @@ def spread_range(rng:UOp, lane:UOp, lanes:int) -> tuple[UOp, UOp]:
 def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
   """Every lane's partials through shared memory into every lane's accumulator; `x` is the accumulator as the loop leaves it."""
   buf, n, dt = acc.buf, acc.buf.max_numel(), acc.buf.dtype
-  slot = lambda k, j: (base + _int(k * lanes)) + j     # smem[base + k*lanes + j]: lane j's partial of accumulator element k
+  def slot(k:int, j:UOp) -> UOp: return (base + _int(k * lanes)) + j     # smem[base + k*lanes + j]: lane j's partial of accumulator element k
   ready = smem.after(*[smem.index(slot(k, lane)).store(x.index(_int(k)).load()) for k in range(n)])   # a barrier follows
   out = buf.after(ready)
   if n * lanes <= UNROLL_COMBINE:   # straight-line code: no loop passes
@@ -339,7 +339,7 @@ def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
         if exact: terms.append(_rebuild(t, {l.rng: i}))
         else: terms.append(i.alu(Ops.CMPLT, n).where(_rebuild(t, {l.rng: i.alu(Ops.CMPLT, n).where(i, n - _int(1, dt))}), _identity(op, t.dtype)))
       total = functools.reduce(lambda a, b: a.alu(op, b), terms)
-      top = lambda y: total if y is t else new[y]
+      def top(y:UOp) -> UOp: return total if y is t else new[y]
       val = x.src[1]
       val = val.replace(src=(val.src[0].replace(src=tuple(map(top, val.src[0].src))), *map(top, val.src[1:]))) if val.op is Ops.WHERE else \
         val.replace(src=tuple(map(top, val.src)))

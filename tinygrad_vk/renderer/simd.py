@@ -6,7 +6,8 @@ costs). tinygrad shapes local dims for GPUs, where x may be as small as 2. `pm_f
 hoist.py and loops.py, which reason about the kernel's own local dims) merges all local dims into x when x alone is narrower than a
 vector: x keeps moving fastest (lidx0 = x % L0, lidx1 = x / L0 % L1, lidx2 = x / (L0 L1)), so the invocations and their shared memory
 are the same, only their packing changes. When all of them are still fewer than a vector and the kernel shares no memory (its
-invocations are independent), f neighbouring workgroups along gidx0 join x too (f divides their number). Only on devices with the "fillx" flag (llvmpipe); `VULKAN_DISABLE=fillx` turns it off.
+invocations are independent), f neighbouring workgroups along gidx0 join x too (f divides their number). Only on devices with the
+"fillx" flag (llvmpipe); `VULKAN_DISABLE=fillx` turns it off.
 """
 from __future__ import annotations
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
