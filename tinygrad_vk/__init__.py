@@ -21,9 +21,11 @@ class _DeviceMaxBufs(dict):
   tinygrad looks it up by the raw device string ("VULKAN:1") for single-device kernels, by "VULKAN" for multi-device ones."""
   def get(self, key, default=None):
     if isinstance(key, str) and key.split(":")[0] == "VULKAN" and key not in self:
+      from typing import cast
       from tinygrad.device import Device
+      from tinygrad_vk.device import VulkanDevice
       from tinygrad_vk.renderer.abi import max_kernel_bufs
-      self[key] = max_kernel_bufs(Device[key].caps, DEFAULT_MAX_BUFS + 1) - 1
+      self[key] = max_kernel_bufs(cast(VulkanDevice, Device[key]).caps, DEFAULT_MAX_BUFS + 1) - 1
     return super().get(key, default)
 
 def _device_limits(rangeify_module) -> None:

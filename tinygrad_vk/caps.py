@@ -181,7 +181,8 @@ def with_requirements(flags:set[str]) -> set[str]:
 def apply_profile(caps:Caps, spec:str) -> Caps:
   """caps as the profiles in VULKAN_PROFILE=<spec> allow them (never more than the device has)."""
   if not (names := profile_names(spec)): return caps
-  granted, limits = set(RENDERER_PATHS), {}
+  granted = set(RENDERER_PATHS)
+  limits: dict[str, object] = {}
   for name in names:
     if name in FLAGS: granted.add(name)
     else:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import decimal, functools, os, re, time
 from tinygrad.device import Compiled, ProfileDeviceEvent
 from tinygrad.helpers import PROFILE
+from tinygrad.renderer import Renderer
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 from tinygrad_vk.instance import instance, validation_messages
 from tinygrad_vk.queue import CommandQueue, read_timestamps
@@ -13,7 +14,7 @@ from tinygrad_vk.renderer.glsl import GLSLRenderer
 from tinygrad_vk.renderer.spirv import SPIRVRenderer
 
 # tinygrad instantiates the first renderer DEV does not rule out: DEV=VULKAN:SPIRV / DEV=VULKAN:GLSL pick one by name
-RENDERERS = [SPIRVRenderer, GLSLRenderer]
+RENDERERS: list[type[Renderer]] = [SPIRVRenderer, GLSLRenderer]
 CALIBRATED_EXT = "VK_EXT_calibrated_timestamps"
 # the `vulkan` package maps the EXT names to None and computes VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_KHR wrongly (1000543000)
 STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT = 1000184000
@@ -25,6 +26,7 @@ def device_index(device:str) -> int:
   return int(m.group(1) or 0)
 
 class VulkanDevice(Compiled):
+  allocator: VulkanAllocator
   def __init__(self, device:str):
     self.closed, inst, idx = False, instance(), device_index(device)
     if inst.pid != os.getpid():
@@ -43,7 +45,7 @@ class VulkanDevice(Compiled):
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
-    self._layouts: dict[tuple[int, int], tuple] = {}
+    self._layouts: dict[tuple[int, int, frozenset[int]], tuple] = {}
     self.gathered = 0   # inputs a windowed kernel copied into a scratch window (program.py `place`)
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())

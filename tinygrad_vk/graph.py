@@ -7,7 +7,7 @@ and records the command buffer again (Vulkan invalidates a command buffer whose 
 """
 from __future__ import annotations
 import decimal
-from typing import cast
+from typing import TYPE_CHECKING, cast
 from tinygrad.device import Buffer, Device, Compiled, ProfileGraphEntry, ProfileGraphEvent
 from tinygrad.helpers import PROFILE, suppress_finalizing
 from tinygrad.engine.jit import GraphRunner
@@ -16,8 +16,14 @@ from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.renderer.abi import REACH
 from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps, record_copy
+if TYPE_CHECKING:
+  from tinygrad_vk.device import VulkanDevice
+  from tinygrad_vk.memory import VulkanBuffer
+  from tinygrad_vk.program import VulkanProgram
 
 class VulkanGraph(GraphRunner):
+  # every call is a kernel (GraphRunner.supports_uop takes PROGRAM calls only), where GraphRunner's list also allows None
+  runtimes: list[VulkanProgram]  # type: ignore[assignment]
   @staticmethod
   def supports_uop(batch_devs, new_call:UOp) -> bool:
     # a kernel launched in pieces (renderer/abi.py REACH) binds a descriptor set per piece: it runs outside graphs
@@ -26,7 +32,7 @@ class VulkanGraph(GraphRunner):
 
   def __init__(self, linear, input_uops=()):
     super().__init__(linear, input_uops)
-    self.dev = Device[self.calls[0][2][0].device]
+    self.dev = cast("VulkanDevice", Device[self.calls[0][2][0].device])
     self.q = q = self.dev.queue
     q.check_usable()
     self.bufs = [[b._buf for b in bufs] for _, _, bufs, _ in self.calls]
@@ -56,7 +62,7 @@ class VulkanGraph(GraphRunner):
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     for j, pos, slot in self.replaced:
-      if (b := cast(UOp, input_uops[slot]).buffer._buf) is not self.bufs[j][pos]:
+      if (b := cast(Buffer, input_uops[slot].buffer)._buf) is not self.bufs[j][pos]:
         self.bufs[j][pos] = b
         self.dirty.add(j)
     for j, call in self.input_views:
@@ -100,7 +106,8 @@ class VulkanGraph(GraphRunner):
         if self.wins[j] is not None: self.wins[j].free(self.dev.allocator)
         self.wins[j] = prg.place(self._launched(j))
       self.pcs[j] = prg.bind(self.sets[j], self._launched(j), self.scalars[j], self.wins[j])
-    cmd, hazards, roots, qp = self.cmd, Hazards(), {}, self.query_pool
+    cmd, hazards, qp = self.cmd, Hazards(), self.query_pool
+    roots: dict[int, VulkanBuffer] = {}
     # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
     check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
     check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),

@@ -5,7 +5,7 @@ allocator and (through `Caps`) the renderer need.
 """
 from __future__ import annotations
 import functools, os, sys
-from typing import Any
+from typing import Any, cast
 from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
 from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, MIN_VK, MAX_VK
@@ -159,6 +159,7 @@ class PhysicalDevice:
     lib.vkGetPhysicalDeviceProperties2(handle, props)
     pr, lim = props.properties, props.properties.limits
     drv = ps.get("VkPhysicalDeviceDriverProperties")
+    self.driver_id: int
     self.driver, self.driver_id = ((f"{cstr(drv.driverName)} {cstr(drv.driverInfo)}".strip(), drv.driverID) if drv else
                                    (f"driver {pr.driverVersion:#x}", 0))
     self.subgroup_size = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize
@@ -197,13 +198,13 @@ class PhysicalDevice:
     """For vkCreateDevice: the VkPhysicalDeviceFeatures2 chain enabling exactly the features `caps` uses (a turned-off one then
     really is unavailable), the device extensions they need on this version, and the structs to keep alive until the call."""
     structs: dict[str, Any] = {}
-    exts = [STRUCTS[FLOAT_CONTROLS][2]] if self.vk < STRUCTS[FLOAT_CONTROLS][1] and any(f.startswith("nan") for f in caps.flags) else []
+    exts = [cast(str, STRUCTS[FLOAT_CONTROLS][2])] if self.vk < STRUCTS[FLOAT_CONTROLS][1] and any(f.startswith("nan") for f in caps.flags) else []
     feats = new("VkPhysicalDeviceFeatures2")
     for feat, (flag, st) in FEATURES.items():
       if flag not in caps: continue
       if st is not None and st not in structs:
         structs[st] = new(st, sType=STRUCTS[st][0])
-        if self.vk < STRUCTS[st][1]: exts.append(STRUCTS[st][2])
+        if self.vk < STRUCTS[st][1]: exts.append(cast(str, STRUCTS[st][2]))   # a struct core after Vulkan 1.1 has its extension
       setattr(structs[st] if st else feats.features, feat, 1)
     feats.pNext = chain(structs)
     if PORTABILITY_SUBSET in self.extensions: exts.append(PORTABILITY_SUBSET)

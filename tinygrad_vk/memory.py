@@ -25,6 +25,7 @@ buffers then live only in host-visible memory.
 from __future__ import annotations
 import bisect
 from tinygrad.device import Allocator, LRUAllocator, BufferSpec
+from typing import Callable, cast
 from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
 from tinygrad.runtime.support.memory import TLSFAllocator
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
@@ -58,12 +59,14 @@ class Block:
   def __init__(self, memory, nbytes:int, handle, size:int, ptr:int|None, host:int|None, gpu:int, heap:int, pool:tuple[int, bool], sub:bool):
     self.memory, self.nbytes, self.handle, self.size, self.ptr, self.gpu, self.heap, self.pool = memory, nbytes, handle, size, ptr, gpu, heap, pool
     self.host = host   # the host address of the memory: `ptr`, or a mapping only VULKAN_GUARD uses
-    self.tlsf, self.used = TLSFAllocator(size, block_size=SUB_ALIGN) if sub else None, 0
+    self.tlsf: TLSFAllocator|None = TLSFAllocator(size, block_size=SUB_ALIGN) if sub else None
+    self.used = 0
 
 class VulkanBuffer:
   """`size` bytes at byte `offset` of the VkBuffer `handle`: a buffer, or a view of one. `root` is the buffer (it holds the last
   batch using it); `ptr` and `gpu` are the host and device addresses of the VkBuffer's start (None / 0 when there are none)."""
   __slots__ = ("root", "offset", "size", "handle", "block", "ptr", "gpu", "cached", "last_use", "views")
+  block: Block|None   # None for a view, and for a root once destroyed
   def __init__(self, block:Block, offset:int, size:int, cached:bool):
     self.root, self.offset, self.size, self.handle, self.block, self.ptr, self.gpu, self.cached, self.last_use = \
       self, offset, size, block.handle, block, block.ptr, block.gpu, cached, 0
@@ -74,7 +77,7 @@ class VulkanBuffer:
       None, self.ptr, self.gpu, self.cached, 0
     v.views = None   # views live on the root
     return v
-  def addr(self) -> int: return self.ptr + self.offset
+  def addr(self) -> int: return cast(int, self.ptr) + self.offset   # of mapped buffers only
 
 class MemoryPicker:
   """Memory type choices for each kind of buffer, best first."""
@@ -104,7 +107,7 @@ class VulkanAllocator(LRUAllocator):
     self.staging: list[tuple[int, int, VulkanBuffer]] = []   # free staging buffers, sorted by size
     self.staging_bytes, self.staging_cap = 0, env_number("VULKAN_STAGING_CACHE_MB", 256) << 20
     self.address = "bda" in dev.caps
-    self.buffer_address = dev.proc("vkGetBufferDeviceAddress", 12, "vkGetBufferDeviceAddressKHR") if self.address else None
+    self.buffer_address: Callable|None = dev.proc("vkGetBufferDeviceAddress", 12, "vkGetBufferDeviceAddressKHR") if self.address else None
     self.usage = USAGE | (USAGE_ADDRESS if self.address else 0) | (vk.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT if "texel" in dev.caps else 0)
     self.pools: dict[tuple[int, bool], list[Block]] = {}   # (memory type, mapped) -> its blocks
     self.count, self.heap_used = 0, [0] * len(phys.heaps)  # live VkDeviceMemory objects, bytes of each heap they hold
@@ -150,7 +153,7 @@ class VulkanAllocator(LRUAllocator):
           check(lib.vkMapMemory(d, mem[0], 0, WHOLE_SIZE, 0, p), "vkMapMemory")
           host = int(ffi.cast("uintptr_t", p[0]))
           ptr = host if mapped else None
-        gpu = self.buffer_address(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.address else 0
+        gpu = self.buffer_address(d, new("VkBufferDeviceAddressInfo", buffer=buf[0])) if self.buffer_address is not None else 0
       except BaseException:
         lib.vkFreeMemory(d, mem[0], NULL)
         raise
@@ -160,7 +163,7 @@ class VulkanAllocator(LRUAllocator):
     self.count, self.heap_used[heap] = self.count + 1, self.heap_used[heap] + req.size
     blk = Block(mem[0], req.size, buf[0], size, ptr, host, gpu, heap, (ti, mapped), sub)
     if self.guard:
-      if sub: assert blk.tlsf.alloc(GUARD) == 0   # the block's first bytes are its guard
+      if sub: assert cast(TLSFAllocator, blk.tlsf).alloc(GUARD) == 0   # the block's first bytes are its guard
       self.block_guards[id(blk)] = self.poison(None, blk, 0, GUARD)
     return blk
 
@@ -177,7 +180,7 @@ class VulkanAllocator(LRUAllocator):
   def suballocate(self, size:int, ti:int, mapped:bool) -> tuple[Block, int]:
     pool, size = self.pools.setdefault((ti, mapped), []), round_up(size, SUB_ALIGN)
     for blk in pool:
-      try: return blk, blk.tlsf.alloc(size)
+      try: return blk, cast(TLSFAllocator, blk.tlsf).alloc(size)   # the blocks of a pool are suballocated
       except MemoryError: pass   # this block has no room
     # a new block: the next size up (at least the buffer's, rounded up to a power of two), or smaller ones down to what the
     # buffer needs when memory is short
@@ -189,7 +192,7 @@ class VulkanAllocator(LRUAllocator):
         bs //= 2
         continue
       pool.append(blk)
-      return blk, blk.tlsf.alloc(size)
+      return blk, cast(TLSFAllocator, blk.tlsf).alloc(size)
 
   def create(self, size:int, candidates:list[int], mapped:bool) -> VulkanBuffer:
     """A buffer in the first memory type of `candidates` that has room; `mapped` buffers get a persistent host pointer."""
@@ -250,15 +253,16 @@ class VulkanAllocator(LRUAllocator):
 
   @staticmethod
   def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
-    ffi.memmove(ffi.cast("void*", blk.host + start), POISON, end - start)
+    ffi.memmove(ffi.cast("void*", cast(int, blk.host) + start), POISON, end - start)   # VULKAN_GUARD maps every block
     return (b, blk, start, end)
 
   def guard_changed(self, b:VulkanBuffer|None, blk:Block, start:int, end:int) -> str|None:
     """What changed in a guard, described; None if nothing did. The pattern is restored: each change is reported once."""
-    got = ffi.buffer(ffi.cast("char*", blk.host + start), end - start)[:]
+    host = cast(int, blk.host)   # VULKAN_GUARD maps every block
+    got = ffi.buffer(ffi.cast("char*", host + start), end - start)[:]
     if got == POISON[:end - start]: return None
     bad = [i for i in range(end - start) if got[i] != POISON[i]]
-    ffi.memmove(ffi.cast("void*", blk.host + start), POISON, end - start)
+    ffi.memmove(ffi.cast("void*", host + start), POISON, end - start)
     where = (f"the guard after the buffer of {b.size} bytes at byte {b.offset} of a memory block changed {bad[0]}..{bad[-1]} bytes past its end"
              if b is not None else f"the guard at the start of a memory block changed at bytes {bad[0]}..{bad[-1]}")
     return f"{where} ({len(bad)} bytes changed, now {got[bad[0]:bad[-1]+1][:16].hex()})"

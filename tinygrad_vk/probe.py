@@ -12,7 +12,7 @@ The kernel runs on a VkDevice of its own, before tinygrad_vk opens the real one,
 from __future__ import annotations
 import functools, struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, spirv_target
@@ -115,7 +115,8 @@ def run(phys:PhysicalDevice) -> list[int]:
 class Scratch:
   """A VkDevice of its own with one storage buffer and what one dispatch over it needs; close() destroys all of it."""
   def __init__(self, phys:PhysicalDevice, caps:Caps):
-    self.phys, self.made = phys, []   # made: (destroy function, handle), undone in reverse
+    self.phys = phys
+    self.made: list[tuple[Any, Any]] = []   # (destroy function, handle), undone in reverse
     feats, exts, keep = phys.device_features(caps)
     # cffi keeps no pointee of a struct field alive: each one is named until the call returns
     names, out, prio = [ffi.new("char[]", e.encode()) for e in exts], ffi.new("VkDevice*"), ffi.new("float[1]", [1.0])

@@ -1,7 +1,7 @@
 """A compiled kernel: shader module and compute pipeline built once, then bound and dispatched per call."""
 from __future__ import annotations
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from dataclasses import dataclass
 from tinygrad.device import Program, TinyELF, BufferSpec
 from tinygrad.helpers import prod, round_up, suppress_finalizing
@@ -29,9 +29,16 @@ def spirv_info(spv:bytes) -> tuple:
   bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces, the
   windows of the split slots, the slots reached in words (renderer/abi.py REACH, SPLIT, WORD_VIEW), the bindings that are
   storage texel buffers (renderer/kernel.py texel_slots) and whether gidx0 adds _xbase (XBASE)."""
-  local, binding, readonly_types, ptr_to, var_type, members, offsets, pc_var, images = (1, 1, 1), {}, set(), {}, {}, {}, {}, None, set()
-  reach: dict[int, list[tuple[int, int, int]]] = {}
-  split: dict[int, tuple[int, int, int]] = {}
+  local, binding, pc_var = (1, 1, 1), {}, None
+  # SPIR-V ids: an id looked up and missing is None, which finds nothing further
+  members: dict[int|None, list[int]] = {}
+  offsets: dict[tuple[int|None, int], int] = {}
+  ptr_to: dict[int|None, int] = {}
+  var_type: dict[int|None, int] = {}
+  readonly_types: set[int|None] = set()
+  images: set[int|None] = set()
+  reach: dict[int, list[tuple[int, ...]]] = {}
+  split: dict[int, tuple[int, ...]] = {}
   words: set[int] = set()
   wide = False
   for _, op, w in spirv_instructions(spv)[1]:
@@ -124,7 +131,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
     self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]], wide)
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
-    self.scalar_fields = [(off, dt.fmt) for off, dt in abi.vars]
+    self.scalar_fields = [(off, cast(str, dt.fmt)) for off, dt in abi.vars]   # tinygrad's variables are ints: each has a format
     self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
     self.guard = dev.allocator.guard
     caps = dev.caps

@@ -18,7 +18,7 @@ raises the same `DeviceLost`, naming the device and the last kernels of the lost
 """
 from __future__ import annotations
 import collections, decimal, os, signal, threading, time
-from typing import Callable, TYPE_CHECKING
+from typing import Callable, TYPE_CHECKING, cast
 from tinygrad.helpers import PROFILE, ProfileRangeEvent
 from tinygrad.device import Compiled
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError, ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL
@@ -102,7 +102,8 @@ class Batch:
   """An open command buffer. Used as `with q.prepare(...) as b:`, the queue never submits it while the block records into it."""
   def __init__(self, q:CommandQueue):
     self.q, self.cmd, self.seq, self.ncmds, self.nqueries = q, q.new_command_buffer(), 0, 0, 0
-    self.ending, self.ended = False, []   # vkEndCommandBuffer called; its result (see CommandQueue.end)
+    self.ending = False                  # vkEndCommandBuffer called
+    self.ended: list[int] = []           # its result (see CommandQueue.end)
     self.fence = ffi.new("VkFence*")
     check(lib.vkCreateFence(q.vkdev, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
     self.query_pool = timestamp_pool(q.vkdev, QUERIES)
@@ -164,7 +165,7 @@ class CommandQueue:
     self.next_seq, self.done_seq = 1, 0
     self.held = 0   # open `with q.prepare(...)` blocks: the batch they record into must not be submitted under them
     self.hazards = Hazards()
-    self.deferred: collections.deque[tuple[int, Callable[[], None]]] = collections.deque()
+    self.deferred: collections.deque[tuple[int, Callable[[], object]]] = collections.deque()
     self.lock = threading.RLock()
     self.lost: str|None = None   # why the device is lost: checked by every call
     self.waiting = False         # in a fence wait, where SIGINT is taken at once
@@ -319,7 +320,7 @@ class CommandQueue:
       while self.inflight and self.inflight[0].seq <= seq:
         self._wait_fence(self.inflight[0])
         self.retire()
-      if self.ran is not None: self.dev.allocator.check_guards(self.ran, self.touched, self.done_seq)
+      if self.ran is not None: self.dev.allocator.check_guards(self.ran, cast(set, self.touched), self.done_seq)   # both set by VULKAN_GUARD
     self.dev.check_validation()
 
   def _wait_fence(self, b:Batch):
@@ -357,7 +358,7 @@ class CommandQueue:
     # popped before it runs: an exception in between leaks what fn frees rather than freeing it twice
     while self.deferred and self.deferred[0][0] <= self.done_seq: self.deferred.popleft()[1]()
 
-  def defer(self, seq:int, fn:Callable[[], None]):
+  def defer(self, seq:int, fn:Callable[[], object]):   # what fn returns is dropped
     """Run fn once batch `seq` completed (now if it already has): frees of objects that queued work may still use. A lost device
     runs nothing more: what waited for it is left to process exit. Finalizers call this, from any thread and inside another
     device's lock: when another thread holds this queue, fn joins the list that the next retire() runs instead of waiting."""
@@ -400,7 +401,8 @@ class Interrupts:
       self.prev = h
       signal.signal(signal.SIGINT, self.handle)
 
-  def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)
+  # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
+  def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
 
   def handle(self, signum, frame):
     if self._held(): self.pending = (signum, frame)

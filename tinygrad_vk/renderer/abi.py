@@ -90,8 +90,9 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
   launch x may pass maxComputeWorkGroupCount[0] (XBASE)."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
   windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
-  binding, address, ndesc = [], [], 0
-  off = 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
+  binding: list[int|None] = []
+  address: list[int|None] = []
+  ndesc, off = 0, 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
   for a in addressed:
     if a:
       off = round_up(off, 8)

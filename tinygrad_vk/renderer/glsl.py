@@ -15,6 +15,7 @@ Layout of a rendered kernel (the ABI itself, shared with the runtime, is rendere
 """
 from __future__ import annotations
 import math, struct
+from typing import cast
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
@@ -101,7 +102,7 @@ def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
 def _name(ctx:GLSLRenderer, a:Access) -> str:
   if ctx.plan.own(a): return ctx[a.base]
   t = f"{VEC[a.dtype]}{a.vec}" if a.vec > 1 else TYPES[a.dtype]
-  return ctx.aliases.setdefault(a.slot, {}).setdefault(t, f"{ctx[a.base]}_{t}")
+  return ctx.aliases.setdefault(cast(int, a.slot), {}).setdefault(t, f"{ctx[a.base]}_{t}")   # a slotless access is its own
 
 def _index(ctx:GLSLRenderer, a:Access, j:int) -> str:
   def term(t:UOp|None, s:int) -> str:

@@ -18,6 +18,7 @@ test_arg_acc_dtype).
 """
 from __future__ import annotations
 import functools
+from typing import cast
 from dataclasses import replace
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, graph_rewrite
@@ -65,7 +66,8 @@ def _load(ctx, x:UOp) -> UOp|None:
   def lane(i:int) -> UOp:
     ix = idx if n == 1 else reindex(idx, i, 1)
     if not gate: return conv(ix.load())
-    return gate[0].where(conv(ix.load(UOp.const(0, ix.dtype), gate[0])), alt if n == 1 else alt.index(UOp.const(i, dtypes.int)))
+    a = cast(UOp, alt)   # a gated load has its alternative
+    return gate[0].where(conv(ix.load(UOp.const(0, ix.dtype), gate[0])), a if n == 1 else a.index(UOp.const(i, dtypes.int)))
   return lane(0) if n == 1 else UOp(Ops.STACK, src=tuple(lane(i) for i in range(n)))
 
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:

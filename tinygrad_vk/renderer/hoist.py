@@ -22,7 +22,7 @@ from tinygrad_vk.renderer.loops import Loop, Acc, find_loops, spreadable, spread
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part
 GPU_MIN_GROUPS = 64
 
-def _specials(topo:list[UOp], kind:str) -> dict[str, UOp]: return {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == kind}
+def _specials(topo:dict[UOp, None], kind:str) -> dict[str, UOp]: return {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == kind}
 
 def _reads(end:UOp, kinds:str) -> bool:
   return any(u.op is Ops.SPECIAL and u.arg[0] in kinds for u in end.backward_slice)

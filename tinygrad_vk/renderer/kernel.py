@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 import math
+from typing import cast
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
@@ -97,7 +98,7 @@ def local_size(uops:list[UOp]) -> tuple[int, int, int]:
   """The workgroup size baked into the shader: tinygrad's local dimensions (the runtime dispatches `global_size` workgroups)."""
   local = [1, 1, 1]
   for u in uops:
-    if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(u.src[0].ssimplify())
+    if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(cast(int, u.src[0].ssimplify()))   # local sizes are constants
   return (local[0], local[1], local[2])
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ class KernelPlan:
 
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
-    if (sp := self.split.get(a.slot)) is None: return a
+    if a.slot is None or (sp := self.split.get(a.slot)) is None: return a
     return replace(a, wins=(sp[0], sp[1] // (a.dtype.itemsize * a.vec), sp[2]))
   def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
@@ -175,10 +176,10 @@ class KernelPlan:
       base, terms, _ = chain(bidx)
       if dtypes.bool in (b.dtype, base.dtype): raise CompileError("VULKAN: no bitcast view of a bool buffer")
       addr64 = self.addr64(base.arg.slot, *(t for t, _ in terms))
-      terms.append((OFFSET, base.dtype.itemsize))
-      w = min(s for _, s in terms)
+      all_terms: list[tuple[UOp|None, int]] = [*terms, (OFFSET, base.dtype.itemsize)]
+      w = min(s for _, s in all_terms)
       wdt = b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]
-      return self.windows(Access(base, wdt, tuple((t, s // w) for t, s in reversed(terms)), j, k=b.dtype.itemsize // w, addr64=addr64))
+      return self.windows(Access(base, wdt, tuple((t, s // w) for t, s in reversed(all_terms)), j, k=b.dtype.itemsize // w, addr64=addr64))
     return self.element(b, i, j)
 
   def element(self, b:UOp, i:UOp, j:int=0) -> Access:
@@ -230,8 +231,9 @@ def access_reach(a:Access, g:UOp|None) -> tuple[int, int, int]|None:
   """(a, lo, hi): the bytes past the view's start that the access can touch from workgroup x lie in [a*x + lo, a*x + hi)."""
   parts = [affine(t, g) for t, _ in a.terms if t is not OFFSET]
   if any(p is None for p in parts): return None
+  known = cast(list[tuple[Fraction, Fraction, Fraction]], parts)   # none is None
   scales = [s for t, s in a.terms if t is not OFFSET]
-  A, LO, HI = (sum((p[i] * s for p, s in zip(parts, scales)), Fraction(a.add)) if i else sum(p[0] * s for p, s in zip(parts, scales))
+  A, LO, HI = (sum((p[i] * s for p, s in zip(known, scales)), Fraction(a.add)) if i else sum(p[0] * s for p, s in zip(known, scales))
                for i in range(3))
   size = a.dtype.itemsize
   if (A * size).denominator != 1: return None
@@ -289,7 +291,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   split, first, wb = {}, sum(b is not None for b in abi.binding), window_bytes(caps)
   for s in sorted(why):
     isz, n = slot_info[s]
-    split[s] = (k := ceildiv(n * isz + 256, wb), wb, first)
+    split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
     first += k
   if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs:
     raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
@@ -310,7 +312,7 @@ def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
   caps = plan.caps
   if "texel" not in caps or plan.abi.windowed: return plan
   ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
-        numel(b.uop._shape) + 256 // 4 <= caps.texels}
+        cast(int, numel(b.uop._shape)) + 256 // 4 <= caps.texels}
   for u in uops:
     if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
     accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []

@@ -30,6 +30,7 @@ refused).
 """
 from __future__ import annotations
 import functools
+from typing import cast
 from dataclasses import dataclass, field
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_element, graph_rewrite
 from tinygrad.codegen.late.linearizer import CFGContext, pm_add_control_flow, linearize
@@ -130,9 +131,9 @@ def _term(st:UOp) -> UOp:
 def _identity(op:Ops, dt:DType) -> UOp:
   return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
 
-def _body(l:Loop, topo:list[UOp]) -> list[UOp]: return [u for u in topo if l.rng in u.ranges and u is not l.rng]
+def _body(l:Loop, topo:dict[UOp, None]) -> list[UOp]: return [u for u in topo if l.rng in u.ranges and u is not l.rng]
 
-def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
+def spreadable(l:Loop, topo:dict[UOp, None]) -> tuple[Acc, ...]|str:
   """The accumulators a loop leaves partial results in when it is spread over lanes, or why it cannot be spread."""
   if l.rng.arg[-1] is not AxisType.REDUCE: return f"it is not a reduction (a {l.rng.arg[-1].name} range)"
   inside = _body(l, topo)
@@ -150,10 +151,10 @@ def spreadable(l:Loop, topo:list[UOp]) -> tuple[Acc, ...]|str:
     if len(ops) != 1 or None in ops or len(sts[0].src) != 2 or any(st.src[0].src[1].vmin != st.src[0].src[1].vmax for st in sts):
       return "it updates a register that is not a reduction accumulator"
     exits = tuple(u for u in topo if u.op is Ops.AFTER and u.src[0] is buf and l.rng not in u.ranges and l.end in u.backward_slice)
-    accs.append(Acc(buf, ops.pop(), exits))
+    accs.append(Acc(buf, cast(Ops, ops.pop()), exits))   # not None: refused above
   return tuple(accs)
 
-def unrollable(l:Loop, loops:list[Loop], topo:list[UOp], accs:tuple[Acc, ...]) -> bool:
+def unrollable(l:Loop, loops:list[Loop], topo:dict[UOp, None], accs:tuple[Acc, ...]) -> bool:
   """An innermost reduction loop whose body only updates its accumulators, with terms that do not read them."""
   bufs = {a.buf for a in accs}
   stores = [u for u in _body(l, topo) if u.op is Ops.STORE]

@@ -32,6 +32,7 @@ the kernel as its two 32-bit push-constant words: CUSTOMI(VAR_WORD, var, w) (`va
 """
 from __future__ import annotations
 import functools, math
+from typing import cast
 from dataclasses import replace
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate
 from tinygrad.uop.ops import UOp, Ops, UPat, PatternMatcher, GroupOp, graph_rewrite
@@ -183,7 +184,7 @@ def _devectorize_load(ctx, ld:UOp) -> UOp|None:
   sh = ld.src[0]
   if not _needs_words(ctx.caps, (lanes := _lane_indexes(sh))[0]): return None
   alt, gate = (ld.src[1], ld.src[2:]) if len(ld.src) > 1 else (None, ())
-  return UOp.stack(*[l.load(alt.index(j), *gate) if gate else l.load() for j, l in enumerate(lanes)])
+  return UOp.stack(*[l.load(cast(UOp, alt).index(j), *gate) if gate else l.load() for j, l in enumerate(lanes)])   # gated: alt is set
 
 def _devectorize_store(ctx, st:UOp) -> UOp|None:
   sh, v, *gate = st.src

@@ -36,7 +36,7 @@ def fill_x(sink:UOp, caps:Caps) -> UOp|None:
     i = x.alu(Ops.CDIV, _int(stride)) if stride > 1 else x
     sub[loc[f"lidx{d}"]] = i.alu(Ops.CMOD, _int(sizes[d])) if stride * sizes[d] < L * f else i
     stride *= sizes[d]
-  if f > 1: sub[g] = _special("gidx0", int(g.src[0].vmax) // f) * _int(f) + (x.alu(Ops.CDIV, _int(L)) if L > 1 else x)
+  if f > 1 and g is not None: sub[g] = _special("gidx0", int(g.src[0].vmax) // f) * _int(f) + (x.alu(Ops.CDIV, _int(L)) if L > 1 else x)
   return _rebuild(sink, sub)
 
 pm_fill_x = PatternMatcher([

@@ -17,7 +17,7 @@ so the runtime cannot tell the two apart:
 from __future__ import annotations
 import math, struct
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.device import CompileError
@@ -73,14 +73,20 @@ class SPIRVKernel:
   """The module being written: types, constants and variables declared once on first use, the entry block's prologue (values
   every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
   def __init__(self, plan:KernelPlan, uops:list[UOp]):
-    self.caps, self.plan, self.r, self.n = plan.caps, plan, {}, 0
+    self.caps, self.plan, self.n = plan.caps, plan, 0
+    self.r: dict[UOp, Any] = {}   # the id of each value (str), or of an INDEX its Ref
     self.target = spirv_target(self.caps)
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
-    self.glob, self.deco, self.iface, self.fvars, self.pro, self.body = [], [], [], [], [], []
+    self.glob: list[str] = []
+    self.deco: list[str] = []
+    self.iface: list[str] = []
+    self.fvars: list[str] = []
+    self.pro: list[str] = []
+    self.body: list[str] = []
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
     self.uses_glsl = False
     self.cache: dict[str, str] = {}    # prologue values, once each
-    self.structs: dict[UOp, tuple] = {}   # open RANGE/IF -> their labels
+    self.structs: dict[UOp, Any] = {}   # open RANGE -> its labels (a tuple), open IF -> its merge label
     self.block = "%entry"
     self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
     self.skip = self.dead_rmw_values(uops)
@@ -309,7 +315,7 @@ class SPIRVKernel:
     ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
     if x.op in CHAINED and dtypes.is_float(x.dtype):
       acc, *rest = [self.r[o] for o in self.chain(x)]
-      for o in rest: acc = self.op(ALU[x.op][0], ty, acc, o, prefix="alu")
+      for o in rest: acc = self.op(cast(str, ALU[x.op][0]), ty, acc, o, prefix="alu")   # CHAINED ops all have a float opcode
       return acc
     a = [self.r[s] for s in x.src]
     if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
@@ -347,7 +353,7 @@ class SPIRVKernel:
     """The access's declaration, and its index computed from the plan's terms."""
     idt, idx = dtypes.long if a.addr64 else dtypes.int, ""
     for t, s in a.terms:
-      v = self.cast(dtypes.int, idt, self.off(a.slot)) if t is OFFSET else self.int_index(t, a.addr64)
+      v = self.cast(dtypes.int, idt, self.off(cast(int, a.slot))) if t is OFFSET else self.int_index(t, a.addr64)   # OFFSET: of a slot
       if s != 1: v = self.op("OpIMul", self.T(idt), v, self.const(idt, s))
       idx = self.op("OpIAdd", self.T(idt), idx, v) if idx else v
     if a.add: idx = self.op("OpIAdd", self.T(idt), idx, self.const(idt, a.add))
@@ -359,7 +365,7 @@ class SPIRVKernel:
     """The ref through the windows of a split slot (Access.wins)."""
     if a.wins is None: return ref
     k, n, _ = a.wins
-    return ref._replace(wins=tuple(self.buf(a.slot, a.dtype, a.vec, w).var for w in range(k)), n=n)
+    return ref._replace(wins=tuple(self.buf(cast(int, a.slot), a.dtype, a.vec, w).var for w in range(k)), n=n)   # split: a slot's
 
   def in_window(self, ref:Ref, j:int, fn):
     """fn(pointer to element j of the ref): of a split slot, in the window its index falls in (a selection per window)."""
@@ -445,7 +451,7 @@ class SPIRVKernel:
     cond = self.g(f"%a{vec.slot}_{vec.vec}", f"OpSpecConstantOp {self.T(dtypes.bool)} SGreaterThanEqual {spec} {self.const(dtypes.int, vec.vec)}")
     # the vecN index is lane 0's >> shift (Access.vector): computed once from lane 0's
     idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), refs[0].idx, self.const(dtypes.int, vec.shift))
-    return cond, self.windows(self.buf(vec.slot, vec.dtype, vec.vec)._replace(idx=idx), vec), refs
+    return cond, self.windows(self.buf(cast(int, vec.slot), vec.dtype, vec.vec)._replace(idx=idx), vec), refs   # a global buffer's
 
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
@@ -456,7 +462,7 @@ class SPIRVKernel:
       # both read, one selected: in bounds either way (the vecN one from lane 0's index rounded down), and the driver drops the
       # other once the constant is specialized. A branch per access took SwiftShader past 23 GB on a kernel with 45
       conds = self.op("OpCompositeConstruct", self.T(dtypes.bool, len(lanes)), *[cond] * len(lanes))   # SPIR-V 1.3: one per lane
-      return self.op("OpSelect", ty, conds, self.read(vec, bidx.dtype), packed, prefix="val")
+      return self.op("OpSelect", ty, conds, self.read(cast(Ref, vec), bidx.dtype), packed, prefix="val")   # set with cond
     return self.read(ref, bidx.dtype) if isinstance(ref := self.r[bidx], Ref) else ref
 
   def store(self, bidx:UOp, v:UOp) -> str:
@@ -471,7 +477,7 @@ class SPIRVKernel:
       cond, vec, lanes = self.vector(bidx)
       def scalars(): [self.write(l, v.dtype, self.op("OpCompositeExtract", self.T(v.dtype), self.r[v], str(j))) for j, l in enumerate(lanes)]
       if cond is None: scalars()
-      else: self.branch(cond, lambda: self.write(vec, v.dtype, self.r[v]), scalars)
+      else: self.branch(cond, lambda: self.write(cast(Ref, vec), v.dtype, self.r[v]), scalars)   # set with cond
     else: self.write(self.r[bidx], v.dtype, self.r[v])
     return ""
 

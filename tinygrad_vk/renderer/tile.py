@@ -33,7 +33,7 @@ def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   base = max(r.arg.slot for r in regs) + 1
   fresh = {r: r.replace(arg=replace(r.arg, slot=base + i)) for i, r in enumerate(regs)}
   topo = list(sink.toposort())
-  dep = {}
+  dep: dict[UOp, bool] = {}
   for u in topo: dep[u] = u is g or u in fresh or any(dep[s] for s in u.src)
   new: list[dict[UOp, UOp]] = [{}, {}]
   for u in topo:
