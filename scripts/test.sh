@@ -9,9 +9,13 @@
 # it). Passes 2 and 4 also run with VULKAN_GUARD=1: a store outside its buffer fails the test. Any validation message fails the
 # test. Then once more on each real driver scripts/drivers.sh fetched (SwiftShader; Mesa 25 lavapipe where the system's is older),
 # under the validation layer, two test processes at a time. Extra arguments go to pytest. scripts/profiles.py runs every profile.
+# Before the passes, ruff and mypy check the code (pyproject.toml's settings, tinygrad's own); either failing fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "[test] ruff, mypy"
+.venv/bin/ruff check tinygrad_vk tests scripts
+.venv/bin/mypy
 DRIVERS=$(bash scripts/drivers.sh)
 export VULKAN_VALIDATE_SPIRV=1
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@")
