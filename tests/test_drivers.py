@@ -14,7 +14,7 @@ def icd(name:str) -> str|None:
 
 def test_meet():
   a = Caps(frozenset({"texel", "i64", "bda"}), align=16, wginv=1024, wgsize=(1024, 1024, 1024), maxloop=65535, threads=2, bufs=32)
-  b = Caps(frozenset({"bda", "nanexp"}), align=256, wginv=256, wgsize=(256, 256, 64), maxloop=0, threads=0, bufs=30)
+  b = Caps(frozenset({"bda", "denorm"}), align=256, wginv=256, wgsize=(256, 256, 64), maxloop=0, threads=0, bufs=30)
   for m in (a.meet(b), b.meet(a)):
     assert m == Caps(frozenset({"bda"}), align=256, wginv=256, wgsize=(256, 256, 64), maxloop=65535, threads=2, bufs=30)
 

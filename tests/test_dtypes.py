@@ -86,7 +86,7 @@ NP_OPS = {"log": np.log, "exp": np.exp, "sqrt": np.sqrt, "sin": np.sin, "log2": 
 @pytest.mark.parametrize("op", NP_OPS)
 def test_transcendentals_place_nan_and_inf(op, renderer):
   # NaN in gives NaN out, and inf and signed zero where IEEE puts them, whatever the driver's Exp2 and Log2 do with a NaN (SwiftShader
-  # returned 89.1 for log(NaN) and +inf for exp(NaN); probe.py measures Exp2, the log2/sqrt guards are unordered)
+  # returned 89.1 for log(NaN) and +inf for exp(NaN); exp2 is tinygrad's decomposition, the log2/sqrt guards are unordered)
   x = np.array([np.nan, -1.0, 0.0, -0.0, np.inf, -np.inf, 2.0, -0.5], np.float32)
   with np.errstate(all="ignore"): ref = NP_OPS[op](x)
   with Context(DEV=f"VULKAN:{renderer}"): got = getattr(Tensor(x), op)().numpy()
@@ -94,18 +94,15 @@ def test_transcendentals_place_nan_and_inf(op, renderer):
   np.testing.assert_array_equal(np.where(np.isinf(ref), got, 0), np.where(np.isinf(ref), ref, 0))
   np.testing.assert_allclose(got[np.isfinite(ref)], ref[np.isfinite(ref)], rtol=1e-5, atol=1e-6)
 
-def test_exp2_selects_nan_where_the_driver_loses_it():
-  # without the measured "nanexp" flag (VULKAN_DISABLE=nanexp stands in for SwiftShader's Exp2) the kernel selects a NaN input
-  r = run_python("""
-import sys; sys.path.insert(0, "tests")
-import numpy as np
-from tinygrad import Tensor
-from util import kernel_sources
-x = np.array([np.nan, 1.5, -np.inf], np.float32)
-assert any(("isnan(" in s) or ("OpIsNan" in s) for s in kernel_sources(Tensor(x).exp2())), kernel_sources(Tensor(x).exp2())
-np.testing.assert_allclose(Tensor(x).exp2().numpy(), np.exp2(x), rtol=1e-6)
-print("ok")""", {"VULKAN_DISABLE": "nanexp"})
-  assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_exp2_within_one_ulp(renderer):
+  # Vulkan allows Exp2 3+2|x| ulp and lavapipe's and SwiftShader's use it (1.8 ulp off at exp(1) on SwiftShader failed tinygrad's
+  # test_padded_const_sum): tinygrad's xexp2 stays within about 1 ulp, as on its CPU device
+  x = np.concatenate([data(100_003, np.float32) * 20, np.float32([1.4426950216293335, -126.5, 127.9])]).astype(np.float32)
+  with Context(DEV=f"VULKAN:{renderer}"): got = Tensor(x).exp2().numpy().astype(np.float64)
+  ref = np.exp2(x.astype(np.float64))
+  ulps = np.abs(got - ref) / np.spacing(ref.astype(np.float32)).astype(np.float64)
+  assert ulps.max() <= 1.1, (ulps.max(), x[ulps.argmax()])
 
 def test_int_overflow_and_shifts():
   a = np.array([2**31 - 1, -2**31, 123456789, -7, 1 << 30], np.int32)

@@ -27,7 +27,6 @@ FLAGS = {
            "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (a renderer and runtime path; renderer/kernel.py)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/tile.py)",
-  "nanexp": "GLSL.std.450 Exp2 returns NaN for NaN (measured by probe.py; without it the renderers select NaN for a NaN input)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
             "they may be flushed to zero)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
@@ -39,7 +38,7 @@ REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f1
 DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
                   "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
                   "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",),
-                  "texel": ("texel",), "tile": ("tile",), "share": ("share",), "nanexp": ("nanexp",)}
+                  "texel": ("texel",), "tile": ("tile",), "share": ("share",)}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -130,7 +129,7 @@ def disabled_flags(spec:str) -> set[str]:
 # instance and device are created with, so on a newer driver the validation layer checks that version's rules (structs, entry points, SPIR-V version).
 # Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
 # does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "texel", "tile", "share", "nanexp", "denorm"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "texel", "tile", "share", "denorm"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -54,7 +54,7 @@ ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute
          "None": 0, "Aligned": 2, "UniformConstant": 0, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
          "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
          "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27, "Buffer": 5, "R32ui": 33,
-         "Trunc": 3, "Exp2": 29, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
+         "Trunc": 3, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
 SPIRV_MAGIC = 0x07230203
 
 def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:

@@ -230,8 +230,7 @@ class PhysicalDevice:
     if f["shaderFloat64"]: out.add("f64")
     if f["bufferDeviceAddress"]: out.add("bda")
     out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
-    m = measure(self)
-    out |= {f for f, ok in (("nanexp", m.exp2_nan), ("denorm", m.denorm32)) if ok}
+    if measure(self).denorm32: out.add("denorm")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel

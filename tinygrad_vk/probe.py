@@ -3,8 +3,6 @@
 * The loop budget: Mesa's llvmpipe before 25.0 ends every loop of an invocation after 65535 passes in total without a word
   (gallivm's loop limiter, removed by Mesa commit ac0f643d4b03 "gallivm: Remove loop limiting", first released in 25.0.0,
   https://docs.mesa3d.org/relnotes/25.0.0.html). No property reports it, so a loop of LOOP_PASSES passes counts what runs.
-* Whether GLSL.std.450 Exp2 returns NaN for NaN. The Vulkan spec bounds Exp2's precision only on its domain and NaN is not in it,
-  so SignedZeroInfNanPreserve alone does not promise it: SwiftShader returns +inf.
 * Whether float32 denormals survive arithmetic. No driver here reports shaderDenormPreserveFloat32 or ...FlushToZeroFloat32, so
   either may happen: lavapipe keeps them, SwiftShader flushes them.
 The kernel runs on a VkDevice of its own, before tinygrad_vk opens the real one, so that `Caps` are whole from the start.
@@ -16,22 +14,20 @@ from typing import Any, TYPE_CHECKING
 from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, spirv_target
-from tinygrad_vk.compiler import assemble, add_nan_preserve
+from tinygrad_vk.compiler import assemble
 if TYPE_CHECKING: from tinygrad_vk.instance import PhysicalDevice
 
-VERSION = 1                  # bump when the kernel or what is read from it changes: the disk cache keys on it
+VERSION = 2                  # bump when the kernel or what is read from it changes: the disk cache keys on it
 LOOP_PASSES = (1 << 17) + 7  # past llvmpipe's 65535
-NAN, ONE, DENORMAL = 0x7fc00000, 0x3f800000, 0x00400000   # float32 bits: a quiet NaN, 1.0, 2^-127
+ONE, DENORMAL = 0x3f800000, 0x00400000   # float32 bits: 1.0, 2^-127
 
 @dataclass(frozen=True)
 class Measured:
   loop_limit: int    # passes a loop may make, 0: unbounded
-  exp2_nan: bool     # Exp2(NaN) is NaN
   denorm32: bool     # a float32 denormal times 1.0 is itself
 
-# words[0] = n; words[1] = passes of a loop of n; words[3] = Exp2(NaN of words[2]); words[6] = words[4] * words[5] (floats)
+# words[0] = n; words[1] = passes of a loop of n; words[4] = words[2] * words[3] (floats)
 KERNEL = """OpCapability Shader
-%ext = OpExtInstImport "GLSL.std.450"
 OpMemoryModel Logical GLSL450
 OpEntryPoint GLCompute %main "main"{interface}
 OpExecutionMode %main LocalSize 1 1 1
@@ -50,7 +46,7 @@ OpDecorate %buf Binding 0
 %pS = OpTypePointer StorageBuffer %S
 %pu = OpTypePointer StorageBuffer %uint
 %buf = OpVariable %pS StorageBuffer
-""" + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in range(7)) + """%main = OpFunction %void None %fn
+""" + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in range(5)) + """%main = OpFunction %void None %fn
 %entry = OpLabel
 %p0 = OpAccessChain %pu %buf %c0 %c0
 %n = OpLoad %uint %p0
@@ -69,22 +65,15 @@ OpBranch %head
 %p1 = OpAccessChain %pu %buf %c0 %c1
 OpStore %p1 %i
 %p2 = OpAccessChain %pu %buf %c0 %c2
-%nb = OpLoad %uint %p2
-%nan = OpBitcast %float %nb
-%e = OpExtInst %float %ext Exp2 %nan
-%eb = OpBitcast %uint %e
-%p3 = OpAccessChain %pu %buf %c0 %c3
-OpStore %p3 %eb
-%p4 = OpAccessChain %pu %buf %c0 %c4
-%db = OpLoad %uint %p4
+%db = OpLoad %uint %p2
 %d = OpBitcast %float %db
-%p5 = OpAccessChain %pu %buf %c0 %c5
-%ob = OpLoad %uint %p5
+%p3 = OpAccessChain %pu %buf %c0 %c3
+%ob = OpLoad %uint %p3
 %o = OpBitcast %float %ob
 %m = OpFMul %float %d %o
 %mb = OpBitcast %uint %m
-%p6 = OpAccessChain %pu %buf %c0 %c6
-OpStore %p6 %mb
+%p4 = OpAccessChain %pu %buf %c0 %c4
+OpStore %p4 %mb
 OpReturn
 OpFunctionEnd
 """
@@ -94,20 +83,15 @@ def measure(phys:PhysicalDevice) -> Measured:
   """The driver's measured behaviour, from the disk cache when this driver version has been measured before."""
   key = f"{phys.name}|{phys.driver}|{phys.driver_version}|{phys.api_version}|{phys.vk}|v{VERSION}"
   if (words := diskcache_get("vulkan_probe", key)) is None: diskcache_put("vulkan_probe", key, words := run(phys))
-  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, exp2_nan=(words[3] & 0x7fffffff) > 0x7f800000,
-                  denorm32=words[6] == DENORMAL)
+  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, denorm32=words[4] == DENORMAL)
 
 def run(phys:PhysicalDevice) -> list[int]:
-  """Run KERNEL once on a device of its own. The kernel declares SignedZeroInfNanPreserve where the driver has it, as ours do, from
-  Vulkan 1.2 on (on 1.1 enabling VK_KHR_shader_float_controls crashes the 1.3.239 validation layer in vkCreateDevice; without the
-  mode a NaN can only be lost, so Exp2 is then guarded)."""
-  nan = frozenset({"nan32"}) if phys.nan_preserve[32] and phys.vk >= 12 else frozenset()
+  """Run KERNEL once on a device of its own."""
   target = spirv_target(Caps(vk=phys.vk))   # SPIR-V 1.4 on lists every global variable an entry point uses, before only Input/Output
   spv = assemble(KERNEL.format(interface=" %buf" if target.version >= (1, 4) else ""), target.word)
-  if nan: spv = add_nan_preserve(spv, (32,))
-  p = Scratch(phys, Caps(nan, vk=phys.vk))
+  p = Scratch(phys, Caps(vk=phys.vk))
   try:
-    ptr, size = p.buffer([LOOP_PASSES, 0, NAN, 0, DENORMAL, ONE, 0, 0])
+    ptr, size = p.buffer([LOOP_PASSES, 0, DENORMAL, ONE, 0, 0])
     p.dispatch(spv)
     return list(struct.unpack(f"<{size // 4}I", ffi.buffer(ptr, size)))
   finally: p.close()

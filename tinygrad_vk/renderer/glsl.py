@@ -210,7 +210,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
   infinity, nan = "uintBitsToFloat(0x7f800000u)", "uintBitsToFloat(0x7fc00000u)"
   code_for_op = {   # kernel.NATIVE_OPS
     Ops.SQRT: lambda x,dtype: guard("sqrt", x, dtype), Ops.LOG2: lambda x,dtype: guard("log2", x, dtype),
-    Ops.EXP2: lambda x,dtype: f"exp2({x})", Ops.TRUNC: lambda x,dtype: f"trunc({x})",
+    Ops.TRUNC: lambda x,dtype: f"trunc({x})",
     Ops.RECIPROCAL: lambda x,dtype: f"({lit(dtype, 1)}/{x})", Ops.NEG: lambda x,dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
     Ops.AND: _bool_op("&", "&&"), Ops.OR: _bool_op("|", "||"), Ops.XOR: _bool_op("^", "^^"),
     Ops.ADD: _bool_op("+", "||"), Ops.MUL: _bool_op("*", "&&"), Ops.SUB: lambda a,b,dtype: f"({a}-{b})",
@@ -226,7 +226,6 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
   def __init__(self, target):
     super().__init__(target)
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
-    if "nanexp" not in self.caps: self.code_for_op = {**self.code_for_op, Ops.EXP2: lambda x,dtype: select(f"isnan({x})", x, f"exp2({x})")}
 
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if (dtype := held(self.caps, dtype)) not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")

@@ -319,9 +319,6 @@ class SPIRVKernel:
       return acc
     a = [self.r[s] for s in x.src]
     if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
-    if x.op is Ops.EXP2:   # where the driver's Exp2 loses a NaN (caps.FLAGS "nanexp"), the NaN is selected
-      v = self.ext("Exp2", ty, a[0])
-      return v if "nanexp" in self.caps else self.op("OpSelect", ty, self.op("OpIsNan", self.T(dtypes.bool), a[0]), a[0], v, prefix="alu")
     if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
     if x.op in (Ops.SQRT, Ops.LOG2):
       # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below
