@@ -3,6 +3,11 @@ storage-buffer descriptors, no bufferDeviceAddress) a kernel of 20 inputs and on
 windows over the memory blocks they lie in, or, with VULKAN_DISABLE=share, through copies gathered into a scratch window."""
 import pytest
 from util import run_python
+# the end of every script: all work finished, no validation message, "ok"
+DONE = """
+dev.synchronize()
+assert not validation_messages, validation_messages
+print("ok")"""
 
 # min's own 128 MiB range, not a CI pass's 4 KiB: 20 inputs gathered into one 4 KiB window would not fit
 MIN = {"VULKAN_PROFILE": "min", "VULKAN_VALIDATION": "1", "VULKAN_MAX_STORAGE_RANGE": ""}
@@ -58,9 +63,7 @@ for it in range(4):
 assert records and all(n == 2 for n in records), records   # the zeros, then one kernel of 22 buffers: replayed in a graph
 print("jit", places[-1])
 print("gathered", dev.gathered)
-dev.synchronize()
-assert not validation_messages, validation_messages
-print("ok")"""
+""" + DONE
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_twenty_inputs_share_one_window(ren):
@@ -133,9 +136,7 @@ try:   # a gather reads an index from memory: no workgroup's reach is bounded
   Tensor(a)[Tensor(data(7, np.int32, lo=0, hi=N - 1).astype(np.int32))].numpy()
   print("gathered")
 except CompileError as e: print("refused:", e)
-dev.synchronize()
-assert not validation_messages, validation_messages
-print("ok")"""
+""" + DONE
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_in_pieces(ren):
@@ -177,9 +178,7 @@ for dt, npdt in ((dtypes.float32, np.float32), (dtypes.int8, np.int8)):
   ref = big.copy(); ref[idx] = vals + big[idx]
   np.testing.assert_array_equal(np.frombuffer(b.as_memoryview(), npdt), ref)
 print("splits", max(max(s, default=0) for s in splits))
-dev.synchronize()
-assert not validation_messages, validation_messages
-print("ok")"""
+""" + DONE
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_split(ren):
