@@ -298,8 +298,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
   return replace(plan, reach=reach, split=split)
 
-# texel buffers per kernel at most: measured on Mesa 22.3, a 20-input sum ran 440 us with 15 of them texel buffers, 650-760 us
-# with 16 to 20, 600 us with none (scripts/bench.py's 21-buffer kernel)
+# texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
 MAX_TEXELS = 15
 
 def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:

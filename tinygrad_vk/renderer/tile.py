@@ -2,11 +2,9 @@
 
 tinygrad's heuristic stops at 4x4 outputs per invocation (two upcasts of at most 4), and its optimizer has no hook for a backend's
 tile size. On llvmpipe a load costs a SIMD vector several FMAs even through a texel buffer, so a matmul is bound by its loads per
-output: an 8x8 or 8x16 tile reads each loaded value 2-4x more often (scripts/load_cost.py; a 512 matmul on one core: 4x4 10.9,
-8x8 20.6, 8x16 23.9 GFLOP/s). The cap is 8x8 (TILE_REGS): tinygrad's eager launch walks the whole program's UOps on every call
-(lower_and_compile's substitute), so a bigger kernel costs each call more host time: GEMM 512 realize() took 2.4 ms at 16
-accumulators, 4.4 at 64, 7.0 at 128, and bench's eager GEMM 512 ran 21.1, 24.4 and 20.7 GFLOP/s; BERT and ViT training steps
-(TinyJit) were no slower at 64. `pm_tile` (for the renderer's `extra_matcher`, last: it takes the kernel the other passes leave)
+output: an 8x8 tile reads each loaded value twice as often (docs/capabilities.md "register tiles"). The cap is 8x8 (TILE_REGS):
+tinygrad's eager launch walks the whole program's UOps on every call (lower_and_compile's substitute), so a bigger kernel costs
+each call more host time. `pm_tile` (for the renderer's `extra_matcher`, last: it takes the kernel the other passes leave)
 coarsens a kernel that reduces in loops: invocation (gidx_d = 2x + c) does the work of two, c = 0 and 1, in one body. Loads that do
 not depend on gidx_d become one (the UOp graph is hash-consed), the copies' accumulators are REG buffers of their own and their
 loop bodies share each loop (one END). It doubles along the launch dimension whose loads the two copies share most, while the
