@@ -1,7 +1,7 @@
 """python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
-import argparse, os, shutil, sys
+import argparse, shutil, sys
 from tinygrad.helpers import size_to_str as size
-from tinygrad_vk.vk import version_str
+from tinygrad_vk.vk import version_str, env_text
 from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile, spirv_target
 
 def mem_flags(f:int) -> str:
@@ -11,7 +11,7 @@ def mem_flags(f:int) -> str:
 def profile_changes(phys) -> list[str]:
   """What VULKAN_PROFILE turned off or lowered on this device."""
   real = phys.real_caps()
-  prof = apply_profile(real, os.environ.get("VULKAN_PROFILE", ""))
+  prof = apply_profile(real, env_text("VULKAN_PROFILE"))
   out = [f"{FLAGS[f]}" for f in FLAGS if f in real and f not in prof]
   def fmt(k, v): return f"{v // 10}.{v % 10}" if k == "vk" else v
   return out + [f"{name} {fmt(k, getattr(real, k))} -> {fmt(k, getattr(prof, k))}" for k, name in LIMIT_NAMES.items()
@@ -19,7 +19,7 @@ def profile_changes(phys) -> list[str]:
 
 def unsupported(phys, caps) -> list[str]:
   """What this device cannot do, explicitly."""
-  out, prof, own = [], apply_profile(phys.real_caps(), os.environ.get("VULKAN_PROFILE", "")), phys.caps()
+  out, prof, own = [], apply_profile(phys.real_caps(), env_text("VULKAN_PROFILE")), phys.caps()
   for flag, what in FLAGS.items():
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
                                                     " (VULKAN_DISABLE)" if flag in prof and flag not in own else
@@ -49,7 +49,7 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
           ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),
           ("kernels", spirv_target(caps).name)]
   if PORTABILITY_SUBSET in phys.extensions: rows.append(("portability", f"{PORTABILITY_SUBSET} enabled (a non-conformant layered driver)"))
-  if (spec := os.environ.get("VULKAN_PROFILE", "")):
+  if (spec := env_text("VULKAN_PROFILE")):
     rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", "; ".join(profile_changes(phys)) or "nothing")]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]
   rows += [(f"memory type {t.index}", f"heap {t.heap}: {mem_flags(t.flags)}") for t in phys.memory_types]
@@ -87,7 +87,7 @@ def main():
     return 1
   if not args.markdown:
     print(f"{len(inst.all)} Vulkan device(s); VULKAN:n uses {', '.join(p.name for p in inst.devices)} "
-          f"(VULKAN_DEVICES={os.environ.get('VULKAN_DEVICES', '')})")
+          f"(VULKAN_DEVICES={env_text('VULKAN_DEVICES')})")
   for i, phys in enumerate(inst.devices):
     rows = describe(i, phys)
     if args.markdown:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, os, sys
 from typing import Any, cast
 from dataclasses import dataclass, replace
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number, env_text
 from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, MIN_VK, MAX_VK
 from tinygrad_vk.probe import measure
 
@@ -35,37 +35,47 @@ def _debug_callback(severity, types, data, user):
   print(f"VULKAN validation: {msg}", file=sys.stderr)
   return 0
 
+def loader_vk() -> int:
+  """The highest Vulkan version the loader knows."""
+  v = ffi.new("uint32_t*", vk_version(10))
+  try: check(lib.vkEnumerateInstanceVersion(v), "vkEnumerateInstanceVersion")
+  except AttributeError: pass   # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
+  if vk_of(v[0]) < MIN_VK: raise RuntimeError(f"VULKAN: the Vulkan loader is version {version_str(v[0])}; tinygrad_vk needs Vulkan 1.1")
+  return vk_of(v[0])
+
 class Instance:
   def __init__(self):
     self.pid = os.getpid()   # a forked child must not use it
     self.validation = bool(env_number("VULKAN_VALIDATION", 0))
-    layers = [VALIDATION_LAYER] if self.validation else []
-    if layers and VALIDATION_LAYER not in {cstr(p.layerName) for p in enumerate_(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}:
-      raise RuntimeError("VULKAN_VALIDATION=1 but the Khronos validation layer is not installed (apt install vulkan-validationlayers)")
-    exts = [b"VK_EXT_debug_utils"] if self.validation else []
-    avail = {cstr(p.extensionName) for p in enumerate_(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", NULL)}
-    flags = 0
-    if "VK_KHR_portability_enumeration" in avail:   # MoltenVK only shows up with this
-      exts.append(b"VK_KHR_portability_enumeration")
-      flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
     # the highest version both the loader and this code know, lowered by VULKAN_PROFILE; each device then uses the lower of
     # this and its own (the validation layer checks that version's rules)
-    loader = ffi.new("uint32_t*", vk_version(10))
-    try: check(lib.vkEnumerateInstanceVersion(loader), "vkEnumerateInstanceVersion")
-    except AttributeError: pass   # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
-    if vk_of(loader[0]) < MIN_VK: raise RuntimeError(f"VULKAN: the Vulkan loader is version {version_str(loader[0])}; tinygrad_vk needs Vulkan 1.1")
-    self.vk = min(vk_of(loader[0]), MAX_VK, profile_vk(os.environ.get("VULKAN_PROFILE", "")) or MAX_VK)
+    self.vk = min(loader_vk(), MAX_VK, profile_vk(env_text("VULKAN_PROFILE")) or MAX_VK)
+    self.handle = self._create()
+    if self.validation: self._listen()
+    raw = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
+    if not raw: raise RuntimeError("VULKAN: the Vulkan loader found no devices; install a driver (mesa-vulkan-drivers gives lavapipe)")
+    self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
+    self.devices = select_devices(self.all, env_text("VULKAN_DEVICES"))
+
+  def _create(self):
+    layers, exts, flags, chain = [], [], 0, NULL
+    if self.validation:
+      if VALIDATION_LAYER not in {cstr(p.layerName) for p in enumerate_(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}:
+        raise RuntimeError("VULKAN_VALIDATION=1 but the Khronos validation layer is not installed (apt install vulkan-validationlayers)")
+      layers, exts = [VALIDATION_LAYER], [b"VK_EXT_debug_utils"]
+      # synchronisation validation catches missing barriers, the class of bug batching can introduce. From layer 1.4 on it sees a
+      # dispatch's accesses only by reading its SPIR-V when this setting is on (off by default: no hazard between dispatches is found)
+      os.environ.setdefault("VK_KHRONOS_VALIDATION_SYNCVAL_SHADER_ACCESSES_HEURISTIC", "1")
+      self._vfeat = ffi.new("VkValidationFeatureEnableEXT[]", [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+      chain = new("VkValidationFeaturesEXT", enabledValidationFeatureCount=1, pEnabledValidationFeatures=self._vfeat)
+    if "VK_KHR_portability_enumeration" in {cstr(p.extensionName) for p in
+                                            enumerate_(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", NULL)}:
+      exts.append(b"VK_KHR_portability_enumeration")   # MoltenVK only shows up with this
+      flags |= vk.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
     self._keep = [ffi.new("char[]", e) for e in exts] + [ffi.new("char[]", l.encode()) for l in layers] + [ffi.new("char[]", b"tinygrad")]
     ext_arr = ffi.new("char*[]", self._keep[:len(exts)])
     layer_arr = ffi.new("char*[]", self._keep[len(exts):len(exts)+len(layers)])
     app = new("VkApplicationInfo", pApplicationName=self._keep[-1], pEngineName=self._keep[-1], apiVersion=vk_version(self.vk))
-    chain = NULL
-    # synchronisation validation catches missing barriers, the class of bug batching can introduce. From layer 1.4 on it sees a
-    # dispatch's accesses only by reading its SPIR-V when this setting is on (off by default: no hazard between dispatches is found)
-    if self.validation:
-      os.environ.setdefault("VK_KHRONOS_VALIDATION_SYNCVAL_SHADER_ACCESSES_HEURISTIC", "1")
-      self._vfeat = ffi.new("VkValidationFeatureEnableEXT[]", [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
-      chain = new("VkValidationFeaturesEXT", enabledValidationFeatureCount=1, pEnabledValidationFeatures=self._vfeat)
     info = new("VkInstanceCreateInfo", pNext=chain, flags=flags, pApplicationInfo=app, enabledLayerCount=len(layers),
                ppEnabledLayerNames=layer_arr, enabledExtensionCount=len(exts), ppEnabledExtensionNames=ext_arr)
     out = ffi.new("VkInstance*")
@@ -73,19 +83,17 @@ class Instance:
     if res == vk.VK_ERROR_INCOMPATIBLE_DRIVER:
       raise RuntimeError("VULKAN: no Vulkan driver found; install one (mesa-vulkan-drivers gives lavapipe on any CPU)")
     check(res, "vkCreateInstance")
-    self.handle = out[0]
-    if self.validation:
-      create = ffi.cast("PFN_vkCreateDebugUtilsMessengerEXT", lib.vkGetInstanceProcAddr(self.handle, b"vkCreateDebugUtilsMessengerEXT"))
-      minfo = new("VkDebugUtilsMessengerCreateInfoEXT",
-                  messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-                  messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                              vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT, pfnUserCallback=_debug_callback)
-      self.messenger = ffi.new("VkDebugUtilsMessengerEXT*")
-      check(create(self.handle, minfo, NULL, self.messenger), "vkCreateDebugUtilsMessengerEXT")
-    raw = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
-    if not raw: raise RuntimeError("VULKAN: the Vulkan loader found no devices; install a driver (mesa-vulkan-drivers gives lavapipe)")
-    self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
-    self.devices = select_devices(self.all, os.environ.get("VULKAN_DEVICES", ""))
+    return out[0]
+
+  def _listen(self):
+    """Validation messages to _debug_callback."""
+    create = ffi.cast("PFN_vkCreateDebugUtilsMessengerEXT", lib.vkGetInstanceProcAddr(self.handle, b"vkCreateDebugUtilsMessengerEXT"))
+    minfo = new("VkDebugUtilsMessengerCreateInfoEXT",
+                messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                            vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT, pfnUserCallback=_debug_callback)
+    self.messenger = ffi.new("VkDebugUtilsMessengerEXT*")
+    check(create(self.handle, minfo, NULL, self.messenger), "vkCreateDebugUtilsMessengerEXT")
 
   def caps(self, phys:PhysicalDevice) -> Caps:
     """What tinygrad_vk renders and runs for on `phys`: its caps met with every other selected device's (Caps.meet). The same where
@@ -173,21 +181,25 @@ class PhysicalDevice:
     self.limits["maxComputeWorkGroupCount"] = tuple(lim.maxComputeWorkGroupCount)
     fc = ps.get(FLOAT_CONTROLS)
     self.nan_preserve = {w: bool(fc and getattr(fc, f"shaderSignedZeroInfNanPreserveFloat{w}")) for w in (16, 32, 64)}
-    fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Features") and self.has(n)}
-    feats = new("VkPhysicalDeviceFeatures2", pNext=chain(fs))
-    lib.vkGetPhysicalDeviceFeatures2(handle, feats)
-    self.features = {}
-    for f, (_, st) in FEATURES.items():
-      src = feats.features if st is None else fs.get(st)
-      self.features[f] = bool(src is not None and getattr(src, f))
-    mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
-    lib.vkGetPhysicalDeviceMemoryProperties(handle, mp)
-    self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
-                                    mp.memoryHeaps[mp.memoryTypes[i].heapIndex].size) for i in range(mp.memoryTypeCount)]
-    self.heaps = [(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]
+    self._read_features()
+    self._read_memory()
     qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", handle)
     self.queue_family = next((i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
     self.timestamp_bits = qfs[self.queue_family].timestampValidBits if self.queue_family is not None else 0
+
+  def _read_features(self):
+    fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Features") and self.has(n)}
+    feats = new("VkPhysicalDeviceFeatures2", pNext=chain(fs))
+    lib.vkGetPhysicalDeviceFeatures2(self.handle, feats)
+    self.features = {f: bool((src := feats.features if st is None else fs.get(st)) is not None and getattr(src, f))
+                     for f, (_, st) in FEATURES.items()}
+
+  def _read_memory(self):
+    mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
+    lib.vkGetPhysicalDeviceMemoryProperties(self.handle, mp)
+    self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
+                                    mp.memoryHeaps[mp.memoryTypes[i].heapIndex].size) for i in range(mp.memoryTypeCount)]
+    self.heaps = [(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]
 
   def has(self, struct:str) -> bool:
     """Whether `struct` may be used with this device: core in the version in use, or its extension is offered."""
@@ -272,8 +284,8 @@ class PhysicalDevice:
 
   def caps(self) -> Caps:
     """What tinygrad_vk uses: the device's capabilities as VULKAN_PROFILE allows them, less VULKAN_DISABLE."""
-    caps = apply_profile(self.real_caps(), os.environ.get("VULKAN_PROFILE", ""))
-    return replace(caps, flags=caps.flags - disabled_flags(os.environ.get("VULKAN_DISABLE", "")))
+    caps = apply_profile(self.real_caps(), env_text("VULKAN_PROFILE"))
+    return replace(caps, flags=caps.flags - disabled_flags(env_text("VULKAN_DISABLE")))
 
 @functools.cache
 def instance() -> Instance: return Instance()

@@ -65,9 +65,12 @@ def cstr(x) -> str: return ffi.string(x).decode(errors="replace")
 
 def version_str(v:int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
+# every VULKAN_* switch is read through these two, when it is used: tinygrad's getenv caches the first value it read, and raises a
+# bare ValueError on a malformed number
+def env_text(name:str, default:str="") -> str: return os.environ.get(name, default)
+
 def env_number(name:str, default:int|float, minimum:int|float=0):
-  """A numeric switch read from the environment; a malformed value is an error naming the variable (tinygrad's getenv would raise
-  a bare ValueError, and caches the first value it read)."""
+  """A numeric switch read from the environment; a malformed value is an error naming the variable."""
   raw = os.environ.get(name, "")
   if not raw: return default
   try: val = type(default)(raw)
