@@ -16,7 +16,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType
 from tinygrad.dtype import dtypes, AddrSpace
 from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import Loop, Acc, find_loops, spreadable, spread_range, _combine, _int, _special, _rebuild, _trip
+from tinygrad_vk.renderer.loops import Loop, Acc, find_loops, spreadable, spread_range, rewire, iconst, special, rebuild, trip_count
 
 # workgroups a fold keeps at least where the device does not say how many run at once (caps.threads: llvmpipe runs a workgroup per
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part
@@ -40,14 +40,14 @@ def spread_invariant(sink:UOp, caps:Caps) -> UOp|None:
     reads = {u.arg for u in l.end.backward_slice if u.op is Ops.SPECIAL}
     free = [d for d in range(3) if sizes[d] > 1 and f"lidx{d}" not in reads]
     lanes = prod(sizes[d] for d in free)
-    if lanes < 2 or _trip(l.rng) <= lanes or (need := prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs)) > smem_left:
+    if lanes < 2 or trip_count(l.rng) <= lanes or (need := prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs)) > smem_left:
       continue
     smem_left -= need
-    lane, group, lstride, gstride = _int(0), _int(0), 1, 1
+    lane, group, lstride, gstride = iconst(0), iconst(0), 1, 1
     for d in range(3):
       if sizes[d] == 1: continue
-      if d in free: lane, lstride = lane + loc[f"lidx{d}"] * _int(lstride), lstride * sizes[d]
-      else: group, gstride = group + loc[f"lidx{d}"] * _int(gstride), gstride * sizes[d]
+      if d in free: lane, lstride = lane + loc[f"lidx{d}"] * iconst(lstride), lstride * sizes[d]
+      else: group, gstride = group + loc[f"lidx{d}"] * iconst(gstride), gstride * sizes[d]
     chosen.append((l, accs, lane, group, lanes))
   if not chosen: return None
   axis = max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
@@ -60,23 +60,12 @@ def spread_invariant(sink:UOp, caps:Caps) -> UOp|None:
     for acc in accs:
       smem = UOp.placeholder((acc.buf.max_numel() * prod(sizes),), acc.buf.dtype, slot, AddrSpace.LOCAL)
       slot += 1
-      for e in acc.exits: exits[e] = (acc, smem, lane, group * _int(acc.buf.max_numel() * lanes), lanes)
-  new: dict[UOp, UOp] = {}
-  for u in topo:
-    if u in ctl:
-      new[u] = ctl[u]
-      continue
-    src = tuple(ctl[s] if s in ctl and (u.op in (Ops.END, Ops.AFTER) and i > 0) else val[s] if s in val else new[s] for i, s in enumerate(u.src))
-    nu = u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u
-    if u in exits:
-      acc, smem, lane, base, lanes = exits[u]
-      nu, axis = _combine(nu, acc, smem, lane, base, lanes, axis), axis + 1
-    new[u] = nu
-  return new[sink]
+      for e in acc.exits: exits[e] = (acc, smem, lane, group * iconst(acc.buf.max_numel() * lanes), lanes)
+  return rewire(sink, topo, ctl, val, exits, axis)
 
 def _cost(loops:list[Loop]) -> int:
   """Loop passes of these loops per invocation (each loop's enclosing loops multiply it)."""
-  return sum(prod(_trip(o) for o in l.outer) * (_trip(l.rng) + 1) for l in loops)
+  return sum(prod(trip_count(o) for o in l.outer) * (trip_count(l.rng) + 1) for l in loops)
 
 def fold_groups(sink:UOp, min_groups:int) -> UOp|None:
   """The workgroups as a loop inside fewer workgroups, when the work that does not depend on the workgroup dominates."""
@@ -93,19 +82,19 @@ def fold_groups(sink:UOp, min_groups:int) -> UOp|None:
   want = max(min_groups, ceildiv(G * per_group, fixed))
   if (k := ceildiv(G, want)) < 2: return None
   W = ceildiv(G, k)
-  g = _special("gidx0", W)
+  g = special("gidx0", W)
   # workgroup g runs the old ones g*k ... g*k+k-1, the last one only those below G
-  trip = _int(k) if W * k == G else (rem := _int(G) - g * _int(k)).alu(Ops.CMPLT, _int(k)).where(rem, _int(k))
+  trip = iconst(k) if W * k == G else (rem := iconst(G) - g * iconst(k)).alu(Ops.CMPLT, iconst(k)).where(rem, iconst(k))
   axis = max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
   r = UOp.range(trip, axis, AxisType.LOOP, dtype=dtypes.int)
-  flat = g * _int(k) + r
+  flat = g * iconst(k) + r
   sub, stride = {}, 1
   for d in range(3):
     if f"gidx{d}" not in glob: continue
-    x = flat.alu(Ops.CDIV, _int(stride)) if stride > 1 else flat
-    sub[glob[f"gidx{d}"]] = x.alu(Ops.CMOD, _int(gsz[d])) if stride * gsz[d] < G else x
+    x = flat.alu(Ops.CDIV, iconst(stride)) if stride > 1 else flat
+    sub[glob[f"gidx{d}"]] = x.alu(Ops.CMOD, iconst(gsz[d])) if stride * gsz[d] < G else x
     stride *= gsz[d]
-  out = _rebuild(sink, sub)
+  out = rebuild(sink, sub)
   topo = out.toposort()
   if any(r in u.ranges for u in topo if u.op is Ops.BARRIER or (u.op is Ops.STORE and u.src[0].addrspace == AddrSpace.LOCAL)):
     return None   # its shared memory depends on the workgroup: each old workgroup needs its own
@@ -117,7 +106,7 @@ def fold_groups(sink:UOp, min_groups:int) -> UOp|None:
        and r not in u.ranges and all(s.op is Ops.RANGE for s in b.src[1:]):
       buf = b.buf_uop.after(*b.src[1:], r) if b.op is Ops.AFTER else b.after(r)
       inits[u] = u.replace(src=(u.src[0].replace(src=(buf, *u.src[0].src[1:])), *u.src[1:]))
-  if inits: out = _rebuild(out, inits)
+  if inits: out = rebuild(out, inits)
   ends = tuple(s.end(r) if r in s.ranges else s for s in out.src)
   if DEBUG >= 3: print(f"{sink.arg.name if sink.arg is not None else 'kernel'}: {G} workgroups folded into {W} x {k} "
                        f"(invariant {fixed} loop passes, per workgroup {per_group})")

@@ -55,7 +55,7 @@ class Acc:
   op: Ops                   # how iterations combine: ADD, MUL, MAX, OR, AND
   exits: tuple[UOp, ...]    # AFTER(buf, ...END...) nodes: where the value is read once the loop is done
 
-def _trip(r:UOp) -> int: return int(r.src[0].vmax)
+def trip_count(r:UOp) -> int: return int(r.src[0].vmax)
 def _counted(r:UOp) -> bool: return r.op is Ops.RANGE and r.dtype != dtypes.void   # void RANGEs are unbounded loops: not counted
 
 def loop_passes(uops:list[UOp]) -> int:
@@ -63,8 +63,8 @@ def loop_passes(uops:list[UOp]) -> int:
   total, mult = 0, [1]
   for u in uops:
     if _counted(u):
-      total += mult[-1] * (_trip(u) + 1)
-      mult.append(mult[-1] * _trip(u))
+      total += mult[-1] * (trip_count(u) + 1)
+      mult.append(mult[-1] * trip_count(u))
     elif u.op is Ops.END and _counted(u.src[1]): mult.pop()
   return total
 
@@ -103,7 +103,7 @@ class Shape:
 def passes(loops:list[Loop], s:Shape) -> int:
   """Upper bound of loop_passes once the kernel is reshaped as `s` (each spread loop may add a combine loop of `lanes`)."""
   def t(r:UOp) -> int:
-    n = ceildiv(_trip(r), s.unroll) if r.arg in s.unrolled else _trip(r)
+    n = ceildiv(trip_count(r), s.unroll) if r.arg in s.unrolled else trip_count(r)
     return ceildiv(n, s.lanes) if r.arg in s.spread else n
   total = 0
   for l in loops:
@@ -161,29 +161,29 @@ def unrollable(l:Loop, loops:list[Loop], topo:dict[UOp, None], accs:tuple[Acc, .
   return bool(accs) and not any(l.rng in x.outer for x in loops) and all(u.src[0].buf_uop in bufs for u in stores) and \
     not any(u in bufs or (u.op is Ops.AFTER and l.rng in u.src[1:]) for st in stores for u in _term(st).toposort())
 
-def _int(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
+def iconst(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
 
 def spread_range(rng:UOp, lane:UOp, lanes:int) -> tuple[UOp, UOp]:
   """rng's iterations dealt round-robin to `lanes` lanes: (the loop `lane` runs, the iteration each of its passes stands for)."""
   n, dt = rng.src[0], rng.dtype
   ln = lane if dt == dtypes.int else lane.cast(dt)
-  trip = _int(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
-    (n + _int(lanes - 1, dt) - ln).alu(Ops.CDIV, _int(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
+  trip = iconst(int(n.vmax) // lanes, dt) if n.vmin == n.vmax and int(n.vmax) % lanes == 0 else \
+    (n + iconst(lanes - 1, dt) - ln).alu(Ops.CDIV, iconst(lanes, dt))      # ceil((n - lane) / lanes), all terms >= 0
   loop = UOp(Ops.RANGE, dt, (trip,), rng.arg)
-  return loop, loop * _int(lanes, dt) + ln
+  return loop, loop * iconst(lanes, dt) + ln
 
-def _combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
+def combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -> UOp:
   """Every lane's partials through shared memory into every lane's accumulator; `x` is the accumulator as the loop leaves it."""
   buf, n, dt = acc.buf, acc.buf.max_numel(), acc.buf.dtype
-  def slot(k:int, j:UOp) -> UOp: return (base + _int(k * lanes)) + j     # smem[base + k*lanes + j]: lane j's partial of accumulator element k
-  ready = smem.after(*[smem.index(slot(k, lane)).store(x.index(_int(k)).load()) for k in range(n)])   # a barrier follows
+  def slot(k:int, j:UOp) -> UOp: return (base + iconst(k * lanes)) + j     # smem[base + k*lanes + j]: lane j's partial of accumulator element k
+  ready = smem.after(*[smem.index(slot(k, lane)).store(x.index(iconst(k)).load()) for k in range(n)])   # a barrier follows
   out = buf.after(ready)
   if n * lanes <= UNROLL_COMBINE:   # straight-line code: no loop passes
-    return buf.after(*[out.index(_int(k)).store(functools.reduce(lambda a, b: a.alu(acc.op, b), [ready.index(slot(k, _int(j))).load()
+    return buf.after(*[out.index(iconst(k)).store(functools.reduce(lambda a, b: a.alu(acc.op, b), [ready.index(slot(k, iconst(j))).load()
                                                                                               for j in range(lanes)])) for k in range(n)])
-  j = UOp.range(_int(lanes), axis, AxisType.REDUCE, dtype=dtypes.int)
-  cur = buf.after(*[out.index(_int(k)).store(_identity(acc.op, dt)) for k in range(n)], j)
-  upd = [cur.index(_int(k)).store(cur.index(_int(k)).load().alu(acc.op, ready.index(slot(k, j)).load())) for k in range(n)]
+  j = UOp.range(iconst(lanes), axis, AxisType.REDUCE, dtype=dtypes.int)
+  cur = buf.after(*[out.index(iconst(k)).store(_identity(acc.op, dt)) for k in range(n)], j)
+  upd = [cur.index(iconst(k)).store(cur.index(iconst(k)).load().alu(acc.op, ready.index(slot(k, j)).load())) for k in range(n)]
   return buf.after(UOp.group(*upd).end(j))
 
 @dataclass(frozen=True)
@@ -236,10 +236,10 @@ def plan(k:Kernel, lim:Limits) -> Shape|None:
   nested = {l.rng: set(l.outer) for l in k.loops}
   for trade, unroll in options:
     sizes = [s // f for s, f in zip(k.sizes, trade)]
-    unrolled = frozenset(a for a in k.unrollable if unroll > 1 and any(r.arg == a and _trip(r) > unroll for r in k.cands))
+    unrolled = frozenset(a for a in k.unrollable if unroll > 1 and any(r.arg == a and trip_count(r) > unroll for r in k.cands))
     if unroll > 1 and not unrolled: continue
     base = Shape(trade, unroll, unrolled)
-    trip = {r: ceildiv(_trip(r), unroll) if r.arg in unrolled else _trip(r) for r in k.cands}
+    trip = {r: ceildiv(trip_count(r), unroll) if r.arg in unrolled else trip_count(r) for r in k.cands}
     lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
     smem_left = lim.shared_max - k.smem_used
     per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in k.cands.items()}
@@ -274,7 +274,7 @@ def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
     lanes = min(lim.local_max[0], lim.invocations) if not k.smem_used else \
       min(lim.local_max[0] // k.sizes[0], lim.invocations // prod(k.sizes))
     why = "spreading is off (VULKAN_DISABLE=spread)" if not enabled else \
-      f"its longest loop ({_trip(worst.rng)} iterations) cannot be spread over the workgroup: {w}" \
+      f"its longest loop ({trip_count(worst.rng)} iterations) cannot be spread over the workgroup: {w}" \
       if isinstance(w := spreadable(worst, topo), str) else \
       f"it needs more than {lanes} lanes (maxComputeWorkGroupInvocations {lim.invocations}" + \
       (", with the kernel's own local dims, which share memory" if k.smem_used else "") + \
@@ -292,41 +292,34 @@ def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
   k = Kernel.of(sink)
   return spread(sink, [l for l in k.loops if l.rng.arg in s.spread], k.cands, s.lanes)
 
-def _special(name:str, size:int) -> UOp: return UOp(Ops.SPECIAL, dtypes.int, (_int(size),), name)
+def special(name:str, size:int) -> UOp: return UOp(Ops.SPECIAL, dtypes.int, (iconst(size),), name)
 
 def trade(sink:UOp, sizes:tuple[int, ...], groups:int, f:tuple[int, int, int]) -> UOp:
   """Local dim d keeps sizes[d] // f[d] invocations; the rest become more workgroups along x. Only for kernels without shared
   memory: their invocations are independent, so which workgroup runs which is free."""
   specials = {u.arg: u for u in sink.toposort() if u.op is Ops.SPECIAL}
-  g = _special("gidx0", groups * prod(f))
-  sub, rest = {}, g.alu(Ops.CMOD, _int(prod(f)))
-  if "gidx0" in specials: sub[specials["gidx0"]] = g.alu(Ops.CDIV, _int(prod(f)))
+  g = special("gidx0", groups * prod(f))
+  sub, rest = {}, g.alu(Ops.CMOD, iconst(prod(f)))
+  if "gidx0" in specials: sub[specials["gidx0"]] = g.alu(Ops.CDIV, iconst(prod(f)))
   for d in range(3):
     if f[d] == 1: continue
-    hi, rest = rest.alu(Ops.CMOD, _int(f[d])), rest.alu(Ops.CDIV, _int(f[d]))
+    hi, rest = rest.alu(Ops.CMOD, iconst(f[d])), rest.alu(Ops.CDIV, iconst(f[d]))
     keep = sizes[d] // f[d]
-    sub[specials[f"lidx{d}"]] = hi * _int(keep) + _special(f"lidx{d}", keep) if keep > 1 else hi
-  return _rebuild(sink, sub)
+    sub[specials[f"lidx{d}"]] = hi * iconst(keep) + special(f"lidx{d}", keep) if keep > 1 else hi
+  return rebuild(sink, sub)
 
-def _rebuild(sink:UOp, sub:dict[UOp, UOp]) -> UOp:
-  """sink with the nodes in `sub` replaced."""
-  new: dict[UOp, UOp] = {}
-  for u in sink.toposort():
-    if u in sub:
-      new[u] = sub[u]
-      continue
-    src = tuple(new[s] for s in u.src)
-    new[u] = u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u
-  return new[sink]
+def rebuild(sink:UOp, sub:dict[UOp, UOp]) -> UOp:
+  """sink with the nodes in `sub` replaced, the replacements as they are (UOp.substitute rewrites inside them too)."""
+  return rewire(sink, sink.toposort(), sub, {}, {}, 0)
 
 def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
   """Loop l running k iterations per pass, as tinygrad's UNROLL of a reduce does it: acc = acc <op> (x(r*k) <op> ... <op> x(r*k+k-1)).
   When k does not divide the trip count, a term past the end reads the last element and is the reduction's identity instead."""
   n, dt = l.rng.src[0], l.rng.dtype
   exact = n.vmin == n.vmax and int(n.vmax) % k == 0
-  trip = _int(ceildiv(int(n.vmax), k), dt) if n.vmin == n.vmax else (n + _int(k - 1, dt)).alu(Ops.CDIV, _int(k, dt))
+  trip = iconst(ceildiv(int(n.vmax), k), dt) if n.vmin == n.vmax else (n + iconst(k - 1, dt)).alu(Ops.CDIV, iconst(k, dt))
   r = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
-  first = r * _int(k, dt)
+  first = r * iconst(k, dt)
   ops = {a.buf: a.op for a in accs}
   new: dict[UOp, UOp] = {}
   for x in sink.toposort():
@@ -336,9 +329,9 @@ def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
       t, op = _term(x), ops[x.src[0].buf_uop]
       terms = [new[t]]
       for u in range(1, k):
-        i = first + _int(u, dt)
-        if exact: terms.append(_rebuild(t, {l.rng: i}))
-        else: terms.append(i.alu(Ops.CMPLT, n).where(_rebuild(t, {l.rng: i.alu(Ops.CMPLT, n).where(i, n - _int(1, dt))}), _identity(op, t.dtype)))
+        i = first + iconst(u, dt)
+        if exact: terms.append(rebuild(t, {l.rng: i}))
+        else: terms.append(i.alu(Ops.CMPLT, n).where(rebuild(t, {l.rng: i.alu(Ops.CMPLT, n).where(i, n - iconst(1, dt))}), _identity(op, t.dtype)))
       total = functools.reduce(lambda a, b: a.alu(op, b), terms)
       def top(y:UOp) -> UOp: return total if y is t else new[y]
       val = x.src[1]
@@ -354,39 +347,43 @@ def spread(sink:UOp, chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lanes:
   sizes = [int(specials[f"lidx{d}"].src[0].vmax) if f"lidx{d}" in specials else 1 for d in range(3)]
   # the lane is the fastest-moving part of local x, so neighbouring lanes read neighbouring elements
   if "lidx0" in specials:
-    wide = _special("lidx0", sizes[0] * lanes)
-    lane, old_l0 = wide.alu(Ops.CMOD, _int(lanes)), wide.alu(Ops.CDIV, _int(lanes))
-  else: lane, old_l0 = _special("lidx0", lanes), _int(0)
-  l1, l2 = (specials[n] if n in specials else _int(0) for n in ("lidx1", "lidx2"))
-  flat = old_l0 + _int(sizes[0]) * (l1 + _int(sizes[1]) * l2)       # the invocation's place among the original locals
+    wide = special("lidx0", sizes[0] * lanes)
+    lane, old_l0 = wide.alu(Ops.CMOD, iconst(lanes)), wide.alu(Ops.CDIV, iconst(lanes))
+  else: lane, old_l0 = special("lidx0", lanes), iconst(0)
+  l1, l2 = (specials[n] if n in specials else iconst(0) for n in ("lidx1", "lidx2"))
+  flat = old_l0 + iconst(sizes[0]) * (l1 + iconst(sizes[1]) * l2)       # the invocation's place among the original locals
   axis = max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
   slot = max((u.arg.slot for u in topo if u.op is Ops.BUFFER), default=-1) + 1
   ctl: dict[UOp, UOp] = {}       # spread RANGE -> its new RANGE (where a loop is opened or closed)
   val: dict[UOp, UOp] = {}       # spread RANGE -> the iteration it stands for (where its value is used)
-  exits: dict[UOp, tuple[Acc, UOp, UOp]] = {}
+  exits: dict[UOp, tuple[Acc, UOp, UOp, UOp, int]] = {}
   for l in chosen:
     ctl[l.rng], val[l.rng] = spread_range(l.rng, lane, lanes)
     for acc in cands[l.rng]:
       total = acc.buf.max_numel() * prod(sizes)
       smem = UOp.placeholder((total * lanes,), acc.buf.dtype, slot, AddrSpace.LOCAL)
       slot, axis = slot + 1, axis + 1
-      for e in acc.exits: exits[e] = (acc, smem, flat * _int(acc.buf.max_numel() * lanes))
-  lane0 = lane.alu(Ops.CMPEQ, _int(0))
+      for e in acc.exits: exits[e] = (acc, smem, lane, flat * iconst(acc.buf.max_numel() * lanes), lanes)
+  if "lidx0" in specials: ctl[specials["lidx0"]] = old_l0
+  lane0 = lane.alu(Ops.CMPEQ, iconst(0))
+  def one_stores(u:UOp, nu:UOp) -> UOp:   # every lane holds the same value: one stores
+    if u.op is not Ops.STORE or u.src[0].addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return nu
+    return nu.replace(src=nu.src[:2] + ((nu.src[2] & lane0) if len(nu.src) > 2 else lane0,))
+  return rewire(sink, topo, ctl, val, exits, axis, one_stores)
+
+def rewire(sink:UOp, topo:dict[UOp, None]|list[UOp], ctl:dict[UOp, UOp], val:dict[UOp, UOp], exits:dict[UOp, tuple[Acc, UOp, UOp, UOp, int]],
+           axis:int, fix=lambda u, nu: nu) -> UOp:
+  """sink with each node in ctl replaced: a spread RANGE by its new RANGE where a loop is opened or closed (END, AFTER), by the
+  iteration it stands for (val) where its value is used; each accumulator's exit combined over the lanes (exits: node -> (acc,
+  smem, lane, base, lanes)); fix(node, rebuilt node) may change any node."""
   new: dict[UOp, UOp] = {}
   for u in topo:
     if u in ctl:
       new[u] = ctl[u]
       continue
-    if u is specials.get("lidx0"):
-      new[u] = old_l0
-      continue
     src = tuple(ctl[s] if s in ctl and (u.op in (Ops.END, Ops.AFTER) and i > 0) else val[s] if s in val else new[s] for i, s in enumerate(u.src))
-    nu = u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u
-    if u.op is Ops.STORE and u.src[0].addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL):   # every lane holds the same value: one stores
-      nu = nu.replace(src=nu.src[:2] + ((nu.src[2] & lane0) if len(nu.src) > 2 else lane0,))
-    if u in exits:
-      acc, smem, base = exits[u]
-      nu, axis = _combine(nu, acc, smem, lane, base, lanes, axis), axis + 1
+    nu = fix(u, u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u)
+    if u in exits: nu, axis = combine(nu, *exits[u], axis), axis + 1
     new[u] = nu
   return new[sink]
 

@@ -14,7 +14,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.dtype import AddrSpace
 from tinygrad.helpers import prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import MIN_LANES, _int, _special, _rebuild
+from tinygrad_vk.renderer.loops import MIN_LANES, iconst, special, rebuild
 
 def fill_x(sink:UOp, caps:Caps) -> UOp|None:
   topo = sink.toposort()
@@ -30,14 +30,14 @@ def fill_x(sink:UOp, caps:Caps) -> UOp|None:
     G = int(g.src[0].vmax)
     f = next((f for f in range(ceildiv(MIN_LANES, L), G + 1) if G % f == 0 and L * f <= min(caps.wgsize[0], caps.wginv)), 1)
   if f == 1 and L == sizes[0]: return None
-  x, sub, stride = _special("lidx0", L * f), {}, 1
+  x, sub, stride = special("lidx0", L * f), {}, 1
   for d in range(3):
     if f"lidx{d}" not in loc: continue
-    i = x.alu(Ops.CDIV, _int(stride)) if stride > 1 else x
-    sub[loc[f"lidx{d}"]] = i.alu(Ops.CMOD, _int(sizes[d])) if stride * sizes[d] < L * f else i
+    i = x.alu(Ops.CDIV, iconst(stride)) if stride > 1 else x
+    sub[loc[f"lidx{d}"]] = i.alu(Ops.CMOD, iconst(sizes[d])) if stride * sizes[d] < L * f else i
     stride *= sizes[d]
-  if f > 1 and g is not None: sub[g] = _special("gidx0", int(g.src[0].vmax) // f) * _int(f) + (x.alu(Ops.CDIV, _int(L)) if L > 1 else x)
-  return _rebuild(sink, sub)
+  if f > 1 and g is not None: sub[g] = special("gidx0", int(g.src[0].vmax) // f) * iconst(f) + (x.alu(Ops.CDIV, iconst(L)) if L > 1 else x)
+  return rebuild(sink, sub)
 
 pm_fill_x = PatternMatcher([
   (UPat(Ops.SINK, name="sink"), lambda ctx, sink: fill_x(sink, ctx.caps) if "fillx" in ctx.caps else None),

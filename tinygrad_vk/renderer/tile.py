@@ -18,7 +18,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import _int, _special
+from tinygrad_vk.renderer.loops import iconst, special
 
 TILE_REGS = 64       # accumulator elements per invocation at most (an 8x8 tile)
 MAX_UOPS = 6000      # a kernel this big is not doubled again: compile time grows with it
@@ -27,7 +27,7 @@ def _flat(srcs) -> tuple[UOp, ...]: return tuple(dict.fromkeys(x for s in srcs f
 
 def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   """Each invocation does the work of two along g: gidx = 2 * gidx' + c for c = 0, 1."""
-  half = _special(g.arg, int(g.src[0].arg) // 2)
+  half = special(g.arg, int(g.src[0].arg) // 2)
   base = max(r.arg.slot for r in regs) + 1
   fresh = {r: r.replace(arg=replace(r.arg, slot=base + i)) for i, r in enumerate(regs)}
   topo = list(sink.toposort())
@@ -38,7 +38,7 @@ def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
     if u is sink: break
     for c in (0, 1):
       if not dep[u]: new[c][u] = u
-      elif u is g: new[c][u] = half * _int(2) + _int(c) if c else half * _int(2)
+      elif u is g: new[c][u] = half * iconst(2) + iconst(c) if c else half * iconst(2)
       elif u in fresh: new[c][u] = fresh[u] if c else u
       elif u.op is Ops.END:   # both copies' bodies close the same loop
         new[c][u] = new[0][u] if c else u.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[k][u.src[0]] for k in (0, 1))),
