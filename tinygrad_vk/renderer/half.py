@@ -133,12 +133,9 @@ def held(caps, dt:DType) -> DType:
   """The type renderers declare a value of dt as: float for a type in 16-bit words (only its registers are left typed so)."""
   return dtypes.float if dt in in_words(caps) else dt
 
-def half_in_words(ctx, sink:UOp) -> UOp|None:
+def half_in_words(sink:UOp, caps) -> UOp|None:
   out = sink
-  for dt in in_words(ctx.caps):
+  for dt in in_words(caps):
     if any(u.dtype == dt for u in out.toposort()):
       out = graph_rewrite(out, pm_half, ctx=(dt, dtypes.float), bottom_up=True, name=f"{dt.name} in 16-bit words")
   return None if out is sink else out
-
-# renderers add this to their extra_matcher before packing_matcher: it runs once the rest of the final rewrite is done
-half_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), half_in_words)])

@@ -2,7 +2,7 @@
 
 tinygrad fuses a reduction of a whole tensor into the elementwise kernel that uses it (LAMB's trust ratio ||w|| / ||update|| into
 the weight update): on a GPU every invocation then recomputes it, where the CPU backend, whose launch dims are loops, has clang
-hoist it out of them. `pm_hoist` (for the renderer's `extra_matcher`, before the loop budget of loops.py) reshapes such a kernel:
+hoist it out of them. `hoist` (in kernel.py's SINK_PASSES) reshapes such a kernel:
   * spread: a top-level reduction loop that reads no launch index runs over all invocations of the workgroup (lane j of I runs
     iterations j, j+I, ...), the partials meet in shared memory and every invocation combines them (loops.py's combine);
   * fold: when the work that does not depend on the workgroup (those reductions) outweighs the work that does, the workgroups
@@ -12,7 +12,7 @@ hoist it out of them. `pm_hoist` (for the renderer's `extra_matcher`, before the
 `VULKAN_DISABLE=hoist` turns it off.
 """
 from __future__ import annotations
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType
+from tinygrad.uop.ops import Ops, UOp, AxisType
 from tinygrad.dtype import dtypes, AddrSpace
 from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps
@@ -117,7 +117,3 @@ def hoist(sink:UOp, caps:Caps) -> UOp|None:
   spread = spread_invariant(sink, caps)
   folded = fold_groups(spread if spread is not None else sink, caps.threads or GPU_MIN_GROUPS)
   return folded if folded is not None else spread
-
-pm_hoist = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: hoist(sink, ctx.caps) if "hoist" in ctx.caps else None),
-])

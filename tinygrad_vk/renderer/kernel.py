@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 import math
-from typing import cast
+from typing import Callable, cast
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
@@ -25,14 +25,14 @@ from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
 from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW, XBASE
-from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
-from tinygrad_vk.renderer.hoist import pm_hoist
-from tinygrad_vk.renderer.simd import pm_fill_x
-from tinygrad_vk.renderer.tile import pm_tile
-from tinygrad_vk.renderer.packing import packing_matcher, packed_dtypes, word_array, var_in_words, LONGS, VIEW_OFFSET
+from tinygrad_vk.renderer.loops import fit_budget, check_loop_budget
+from tinygrad_vk.renderer.hoist import hoist
+from tinygrad_vk.renderer.simd import fill_x
+from tinygrad_vk.renderer.tile import tile
+from tinygrad_vk.renderer.packing import pack, packed_dtypes, word_array, var_in_words, LONGS, VIEW_OFFSET
 from tinygrad_vk.renderer.views import chain, is_view, multiple_of
 from tinygrad_vk.renderer.sin32 import sin32_matcher
-from tinygrad_vk.renderer.half import half_matcher
+from tinygrad_vk.renderer.half import half_in_words
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -58,11 +58,24 @@ nan_bits_matcher = PatternMatcher([
   (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
 ])
 
+# The passes over a whole kernel, in order, each with the flag that turns it on (None: always). tinygrad's final rewrite reaches the
+# SINK after every op-level rule, tries the passes in this order, and tries all of them again on the kernel one returns: each pass
+# sees what every earlier one finished with, and returns None once it has nothing to do.
+#   half, packing: types first, so that the later passes see the loads, stores and registers the renderers will write;
+#   hoist: before the loop budget, since a reduction computed once per workgroup makes fewer passes;
+#   the loop budget, where the device has one (no later pass adds loop passes; without "spread" a kernel over it is refused);
+#   fillx, tile: llvmpipe's speed paths, on the kernel's final loops.
+SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
+  (None, half_in_words), (None, pack), ("hoist", hoist), (None, fit_budget), ("fillx", fill_x), ("tile", tile))
+
+def run_passes(caps:Caps, sink:UOp) -> UOp|None:
+  return next((out for flag, f in SINK_PASSES if (flag is None or flag in caps) and (out := f(sink, caps)) is not None), None)
+
 def extra_matcher(caps:Caps) -> PatternMatcher:
   # bfloat16 in 16-bit values computed in float needs shaderInt16; without it half.py keeps it in words, as half
   bf16 = create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast if "i16" in caps else PatternMatcher([])
-  pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + bf16 + half_matcher + packing_matcher + pm_hoist + \
-    pm_loop_budget + pm_fill_x + pm_tile
+  pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + bf16 + \
+    PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda ctx, sink: run_passes(ctx.caps, sink))])
   # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
   return sin32_matcher + pm if keeps_sin(caps) else pm
 

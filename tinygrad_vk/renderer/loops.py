@@ -8,7 +8,7 @@ up, a vector pays for its slowest lane, and the counter belongs to the vector, n
 
 Entry points, the same for every renderer. The renderer is the ctx and needs only `caps` (tinygrad_vk.caps.Caps: maxloop, wgsize,
 wginv, smem and the "spread" flag); nothing here depends on the output language:
-  * `pm_loop_budget`, for the renderer's `extra_matcher` (tinygrad's final rewrite, on the kernel's last UOp graph): a kernel
+  * `fit_budget`, in kernel.py's SINK_PASSES (tinygrad's final rewrite, on the kernel's last UOp graph): a kernel
     that may run over `caps.maxloop` passes is reshaped so that it fits, with three tools, cheapest first:
       - spread: its long reduction loops run over L more invocations of the workgroup (local x becomes x*L). Lane j of the L runs
         iterations j, j+L, j+2L, ... into its own accumulators, the partials meet in shared memory, every lane combines them
@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from typing import cast
 from dataclasses import dataclass, field
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, AxisType, identity_element, graph_rewrite
+from tinygrad.uop.ops import Ops, UOp, AxisType, identity_element, graph_rewrite
 from tinygrad.codegen.late.linearizer import CFGContext, pm_add_control_flow, linearize
 from tinygrad.dtype import dtypes, AddrSpace, DType
 from tinygrad.device import CompileError
@@ -387,6 +387,5 @@ def rewire(sink:UOp, topo:dict[UOp, None]|list[UOp], ctl:dict[UOp, UOp], val:dic
     new[u] = nu
   return new[sink]
 
-pm_loop_budget = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: fit_loop_budget(sink, Limits.of(ctx.caps), "spread" in ctx.caps) if ctx.caps.maxloop else None),
-])
+def fit_budget(sink:UOp, caps:Caps) -> UOp|None:
+  return fit_loop_budget(sink, Limits.of(caps), "spread" in caps) if caps.maxloop else None

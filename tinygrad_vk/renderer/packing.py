@@ -1,8 +1,8 @@
 """8- and 16-bit types on devices without 8/16-bit storage or arithmetic: buffers in 32-bit words, values in 32 bits.
 
-Like tinygrad's WGSL renderer, but as a UOp pass that any renderer of this backend runs last (`packing_matcher`, whose ctx is
-the renderer: it reads `ctx.caps`). A dtype is packed when the device lacks its feature (`packed_dtypes`): bool without
-storageBuffer8BitAccess, char/uchar without shaderInt8 (+ 8-bit storage), short/ushort without shaderInt16 (+ 16-bit storage).
+Like tinygrad's WGSL renderer, but as a UOp pass both renderers run (`pack`, in kernel.py's SINK_PASSES). A dtype is packed when
+the device lacks its feature (`packed_dtypes`): bool without storageBuffer8BitAccess, char/uchar without shaderInt8 (+ 8-bit
+storage), short/ushort without shaderInt16 (+ 16-bit storage).
 
 Values: a packed integer is held in 32 bits, char/short sign-extended in an int, uchar/ushort zero-extended in a uint. First
 every ALU op on such a type is moved to the 32-bit type between casts (phase 1), then each cast into the narrow type becomes
@@ -140,7 +140,7 @@ def _size(dt:DType, bidx:UOp) -> int:
 
 def packed_load(ctx, ld:UOp) -> UOp|None:
   if ld.src[0].op is Ops.SHRINK: return _devectorize_load(ctx, ld)
-  if not _needs_words(ctx.caps, bidx := ld.src[0]): return None
+  if not _needs_words(ctx, bidx := ld.src[0]): return None
   dt, gate = bidx.dtype, ld.src[2:]
   k = _size(dt, bidx)
   view, word, sh, align = _locate(bidx)
@@ -163,7 +163,7 @@ def _rmw(idx:UOp, keep:UOp, field:UOp|None, gate:UOp|None) -> UOp:
 def packed_store(ctx, st:UOp) -> UOp|None:
   bidx, v, *g = st.src
   if bidx.op is Ops.SHRINK: return _devectorize_store(ctx, st)
-  if not _needs_words(ctx.caps, bidx): return None
+  if not _needs_words(ctx, bidx): return None
   dt, gate = bidx.dtype, (g[0] if g else None)
   k = _size(dt, bidx)
   view, word, sh, align = _locate(bidx)
@@ -182,32 +182,32 @@ def _lane_indexes(sh:UOp) -> list[UOp]: return [sh.src[0].index(sh.src[1] + j if
 
 def _devectorize_load(ctx, ld:UOp) -> UOp|None:
   sh = ld.src[0]
-  if not _needs_words(ctx.caps, (lanes := _lane_indexes(sh))[0]): return None
+  if not _needs_words(ctx, (lanes := _lane_indexes(sh))[0]): return None
   alt, gate = (ld.src[1], ld.src[2:]) if len(ld.src) > 1 else (None, ())
   return UOp.stack(*[l.load(cast(UOp, alt).index(j), *gate) if gate else l.load() for j, l in enumerate(lanes)])   # gated: alt is set
 
 def _devectorize_store(ctx, st:UOp) -> UOp|None:
   sh, v, *gate = st.src
-  if not _needs_words(ctx.caps, (lanes := _lane_indexes(sh))[0]): return None
+  if not _needs_words(ctx, (lanes := _lane_indexes(sh))[0]): return None
   return UOp.group(*[l.store(v.index(j), *gate) for j, l in enumerate(lanes)])
 
 def _round_to_words(ctx, b:UOp) -> UOp|None:
   """A buffer of 1- or 2-byte elements gets whole words, so that its word view has a size."""
   if b.dtype.itemsize >= 4 or b.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) or (n := b.max_numel()) % (per := 4 // b.dtype.itemsize) == 0:
     return None
-  if b.addrspace == AddrSpace.LOCAL and b.dtype not in packed_dtypes(ctx.caps): return None
+  if b.addrspace == AddrSpace.LOCAL and b.dtype not in packed_dtypes(ctx): return None
   sz = b.src[0]
   return b.replace(src=(sz.replace(src=(UOp.const(n + per - n % per),)) if sz.op is Ops.CAST else UOp.const(n + per - n % per, sz.dtype),))
 
 def _narrow_value(ctx, x:UOp) -> UOp|None:
-  if x.dtype not in packed_dtypes(ctx.caps) or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return None
+  if x.dtype not in packed_dtypes(ctx) or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return None
   if x.op is Ops.CONST: return UOp.const(truncate[x.dtype](x.arg), INT32_OF[x.dtype])
   if x.op in (Ops.CAST, Ops.BITCAST): return _to_narrow(x)
   if x.op is Ops.BUFFER: return x.replace(dtype=INT32_OF[x.dtype], arg=replace(x.arg, dtype=INT32_OF[x.dtype]))   # registers
   return None
 
 phase1 = PatternMatcher([
-  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_in_32(x) if x.dtype in packed_dtypes(ctx.caps) else None),
+  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_in_32(x) if x.dtype in packed_dtypes(ctx) else None),
 ])
 phase2 = PatternMatcher([
   (UPat(Ops.LOAD, name="ld"), packed_load),
@@ -242,14 +242,11 @@ pm_long_prep = PatternMatcher([
   (UPat(Ops.CAST, dtypes.bfloat16, src=(UPat.var("y", LONGS),)), lambda y: y.cast(dtypes.float).cast(dtypes.bfloat16)),
 ])
 
-def pack(ctx, sink:UOp) -> UOp|None:
+def pack(sink:UOp, caps) -> UOp|None:
   out = sink
-  if "i64" not in ctx.caps and any(u.dtype in LONGS for u in sink.toposort()):
+  if "i64" not in caps and any(u.dtype in LONGS for u in sink.toposort()):
     out = graph_rewrite(out, pm_long_prep, name="packing: int64 vars, indexes and bfloat16 casts")
     out = graph_rewrite(out, pm_long_decomp, ctx={}, bottom_up=True, name="packing: int64 as int pairs")
-  if packed_dtypes(ctx.caps) or not all(STORAGE_FLAG[n] in ctx.caps for n in (1, 2)):
-    out = graph_rewrite(graph_rewrite(out, phase1, ctx=ctx, name="packing: narrow ops in 32 bits"), phase2, ctx=ctx, name="packing: words")
+  if packed_dtypes(caps) or not all(STORAGE_FLAG[n] in caps for n in (1, 2)):
+    out = graph_rewrite(graph_rewrite(out, phase1, ctx=caps, name="packing: narrow ops in 32 bits"), phase2, ctx=caps, name="packing: words")
   return None if out is sink else out
-
-# renderers add this to their extra_matcher: it runs the pass once the rest of the final rewrite is done
-packing_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), pack)])

@@ -2,7 +2,7 @@
 
 llvmpipe runs a workgroup's invocations one SIMD vector of MIN_LANES (8 on AVX2) at a time, taken along x: a workgroup of
 local size (2, 16) runs 16 vectors with 2 live lanes each, 4x the work of (16, 2) (scripts/load_cost.py shows what a vector
-costs). tinygrad shapes local dims for GPUs, where x may be as small as 2. `pm_fill_x` (for the renderer's `extra_matcher`, after
+costs). tinygrad shapes local dims for GPUs, where x may be as small as 2. `fill_x` (in kernel.py's SINK_PASSES, after
 hoist.py and loops.py, which reason about the kernel's own local dims) merges all local dims into x when x alone is narrower than a
 vector: x keeps moving fastest (lidx0 = x % L0, lidx1 = x / L0 % L1, lidx2 = x / (L0 L1)), so the invocations and their shared memory
 are the same, only their packing changes. When all of them are still fewer than a vector and the kernel shares no memory (its
@@ -10,7 +10,7 @@ invocations are independent), f neighbouring workgroups along gidx0 join x too (
 "fillx" flag (llvmpipe); `VULKAN_DISABLE=fillx` turns it off.
 """
 from __future__ import annotations
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
+from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace
 from tinygrad.helpers import prod, ceildiv
 from tinygrad_vk.caps import Caps
@@ -38,7 +38,3 @@ def fill_x(sink:UOp, caps:Caps) -> UOp|None:
     stride *= sizes[d]
   if f > 1 and g is not None: sub[g] = special("gidx0", int(g.src[0].vmax) // f) * iconst(f) + (x.alu(Ops.CDIV, iconst(L)) if L > 1 else x)
   return rebuild(sink, sub)
-
-pm_fill_x = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: fill_x(sink, ctx.caps) if "fillx" in ctx.caps else None),
-])

@@ -4,7 +4,7 @@ tinygrad's heuristic stops at 4x4 outputs per invocation (two upcasts of at most
 tile size. On llvmpipe a load costs a SIMD vector several FMAs even through a texel buffer, so a matmul is bound by its loads per
 output: an 8x8 tile reads each loaded value twice as often (docs/capabilities.md "register tiles"). The cap is 8x8 (TILE_REGS):
 tinygrad's eager launch walks the whole program's UOps on every call (lower_and_compile's substitute), so a bigger kernel costs
-each call more host time. `pm_tile` (for the renderer's `extra_matcher`, last: it takes the kernel the other passes leave)
+each call more host time. `tile` (last of kernel.py's SINK_PASSES: it takes the kernel the other passes leave)
 coarsens a kernel that reduces in loops: invocation (gidx_d = 2x + c) does the work of two, c = 0 and 1, in one body. Loads that do
 not depend on gidx_d become one (the UOp graph is hash-consed), the copies' accumulators are REG buffers of their own and their
 loop bodies share each loop (one END). It doubles along the launch dimension whose loads the two copies share most, while the
@@ -14,7 +14,7 @@ memory by gidx.
 """
 from __future__ import annotations
 from dataclasses import replace
-from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
+from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
@@ -69,7 +69,3 @@ def tile(sink:UOp, caps:Caps) -> UOp|None:
            for u in topo): continue
     if (n := sum(l.src[0].max_numel() for l in loads if g not in l.backward_slice)) > shared: best, shared = g, n
   return None if best is None else coarsen(sink, best, regs)
-
-pm_tile = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), lambda ctx, sink: tile(sink, ctx.caps) if "tile" in ctx.caps else None),
-])
