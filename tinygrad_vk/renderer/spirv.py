@@ -22,7 +22,7 @@ from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, axis_letters, range_str
 from tinygrad.device import CompileError
 from tinygrad.helpers import prod
-from tinygrad_vk.caps import FLAGS, VEC_ALIGN, spirv_target
+from tinygrad_vk.caps import Caps, FLAGS, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
 from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
@@ -69,13 +69,12 @@ class Ref(NamedTuple):
   n: int = 0
   addr64: bool = False   # idx is an int64 index: the element's address is computed in 64 bits (Access.addr64)
 
-class SPIRVKernel:
-  """The module being written: types, constants and variables declared once on first use, the entry block's prologue (values
-  every block may use: push constants, builtins, view offsets, buffer addresses) and the body."""
-  def __init__(self, plan:KernelPlan, uops:list[UOp]):
-    self.caps, self.plan, self.n = plan.caps, plan, 0
-    self.r: dict[UOp, Any] = {}   # the id of each value (str), or of an INDEX its Ref
-    self.target = spirv_target(self.caps)
+class Module:
+  """A SPIR-V module being written: types, constants and variables declared once on first use, instructions, and the entry block's
+  prologue (values every block may use: push constants, builtins, view offsets, buffer addresses)."""
+  def __init__(self, caps:Caps):
+    self.caps, self.n = caps, 0
+    self.target = spirv_target(caps)
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
     self.glob: list[str] = []
     self.deco: list[str] = []
@@ -86,33 +85,8 @@ class SPIRVKernel:
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
     self.uses_glsl = False
     self.cache: dict[str, str] = {}    # prologue values, once each
-    self.structs: dict[UOp, Any] = {}   # open RANGE -> its labels (a tuple), open IF -> its merge label
     self.block = "%entry"
-    self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
-    self.skip = self.dead_rmw_values(uops)
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
-    # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
-    members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
-    members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
-    members += [(off, self.T(dtypes.uint, arr=2, stride=4) if var_in_words(u) else self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
-    members += [(plan.abi.xbase, self.T(dtypes.int), "xbase")] if plan.abi.xbase is not None else []
-    members.sort()
-    self.member = {key: i for i, (_, _, key) in enumerate(members)}
-    if members:
-      pc = self.g("%PC", f"OpTypeStruct {' '.join(t for _, t, _ in members)}")
-      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {off}" for i, (off, _, _) in enumerate(members)]
-      self.var("%pc", pc, "PushConstant")
-
-  def dead_rmw_values(self, uops:list[UOp]) -> set[UOp]:
-    """The value of a read-modify-write store of a packed field, (LOAD & keep) | field: the store is two atomics on keep and
-    field instead (packing.read_modify_write), so the LOAD and the masking are never computed."""
-    dead = set()
-    for u in uops:
-      if u.op is Ops.STORE and (rmw := read_modify_write(u.src[0], v := u.src[1])) is not None:
-        keep, field = rmw
-        masked = v if field is None else v.src[1] if v.src[0] is field else v.src[0]
-        dead |= {x for x in (v, masked, masked.src[1] if masked.src[0] is keep else masked.src[0]) if self.uses[x] == 1}
-    return dead
 
   # ---- ids, types, constants, variables
   def nid(self, prefix="t") -> str:
@@ -170,38 +144,6 @@ class SPIRVKernel:
       self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"] + ([f"OpMemberDecorate {st} 0 NonWritable"] if ro else [])
     return self.ptr("PhysicalStorageBuffer", st)
 
-  def buf(self, slot:int, dt:DType, n:int=1, w:int|None=None) -> Ref:
-    """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
-    a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
-    pointer, cast to the element type."""
-    b = self.plan.bufs[slot]
-    if b.texel:   # a storage texel buffer of R32_UINT: every access reads its 32 bits (kernel.texel_slots)
-      img = self.g("%img_r32ui", f"OpTypeImage {self.T(dtypes.uint)} Buffer 0 0 0 2 R32ui")
-      if (rid := f"%data{slot}") not in self.decl:
-        self.var(rid, img, "UniformConstant")
-        self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}", f"OpDecorate {rid} NonWritable"]
-      return Ref(rid, img, dt, "UniformConstant")
-    ety, self.sb_bytes = self.T(dt, n), self.sb_bytes | {dt.itemsize}
-    own = (dt, n) == (b.dtype, 1)
-    if b.address is not None:
-      def load():
-        pty = self.psb(b.dtype, 1, not b.writable)
-        return self.op("OpLoad", pty, self.op("OpAccessChain", self.ptr("PushConstant", pty), "%pc", self.const(dtypes.int, self.member[f"p{slot}"])),
-                       rid=f"%p{slot}")
-      p = self.prologue(f"p{slot}", load)
-      if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
-      return Ref(p, ety, dt, "PhysicalStorageBuffer", size=dt.itemsize * n)
-    rid = (f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") + (f"_w{w}" if w is not None else "")
-    if rid not in self.decl:
-      st = f"%sb_{ety[1:]}"
-      if st not in self.decl:
-        self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
-        self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
-      self.var(rid, st, "StorageBuffer")
-      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.split[slot][2] + w}"]
-      if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
-    return Ref(rid, ety, dt, "StorageBuffer")
-
   # ---- instructions
   def op(self, name:str, ty:str, *args:str, prefix="t", rid:str="") -> str:
     """One instruction with a result; its id is `rid` or a fresh one."""
@@ -243,7 +185,63 @@ class SPIRVKernel:
     self.label(m)
     return self.op("OpPhi", ty, a, ta, alt, pre) if ty else ""
 
-  # ---- values
+  def cast(self, frm:DType, to:DType, x:str) -> str:
+    if (frm := held(self.caps, frm)) == (to := held(self.caps, to)): return x
+    if to == dtypes.bool: return self.op("OpFUnordNotEqual" if dtypes.is_float(frm) else "OpINotEqual", self.T(to), x, self.const(frm, 0))
+    if frm == dtypes.bool: return self.op("OpSelect", self.T(to), x, self.const(to, 1), self.const(to, 0))
+    if dtypes.is_float(frm): return self.op("OpFConvert" if dtypes.is_float(to) else "OpConvertFToU" if dtypes.is_unsigned(to) else "OpConvertFToS",
+                                            self.T(to), x)
+    if dtypes.is_float(to): return self.op("OpConvertUToF" if dtypes.is_unsigned(frm) else "OpConvertSToF", self.T(to), x)
+    # integers: extend or truncate with the source's signedness (C), then reinterpret
+    if frm.itemsize == to.itemsize: return self.op("OpBitcast", self.T(to), x)
+    if not dtypes.is_unsigned(frm): return self.op("OpSConvert", self.T(to), x)
+    u = self.op("OpUConvert", self.T(UINT_OF_SIZE[to.itemsize]), x)
+    return u if dtypes.is_unsigned(to) else self.op("OpBitcast", self.T(to), u)
+
+  def bitcast(self, frm:DType, to:DType, x:str) -> str:
+    if TYPE[frm] == TYPE[to]: return x
+    if dtypes.bool in (frm, to): raise CompileError(f"no bitcast between {frm} and {to}")
+    return self.op("OpBitcast", self.T(to), x)
+
+
+class Memory(Module):
+  """Buffers and memory accesses as the shared plan decides them (kernel.Access): declarations by descriptor, texel buffer or
+  address, views, 8/16-bit words, split windows, vectors."""
+  plan: KernelPlan
+  r: dict[UOp, Any]       # SPIRVKernel's: the id of each value
+  member: dict[str, int]  # SPIRVKernel's: the push-constant members
+  def buf(self, slot:int, dt:DType, n:int=1, w:int|None=None) -> Ref:
+    """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
+    a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
+    pointer, cast to the element type."""
+    b = self.plan.bufs[slot]
+    if b.texel:   # a storage texel buffer of R32_UINT: every access reads its 32 bits (kernel.texel_slots)
+      img = self.g("%img_r32ui", f"OpTypeImage {self.T(dtypes.uint)} Buffer 0 0 0 2 R32ui")
+      if (rid := f"%data{slot}") not in self.decl:
+        self.var(rid, img, "UniformConstant")
+        self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}", f"OpDecorate {rid} NonWritable"]
+      return Ref(rid, img, dt, "UniformConstant")
+    ety, self.sb_bytes = self.T(dt, n), self.sb_bytes | {dt.itemsize}
+    own = (dt, n) == (b.dtype, 1)
+    if b.address is not None:
+      def load():
+        pty = self.psb(b.dtype, 1, not b.writable)
+        return self.op("OpLoad", pty, self.op("OpAccessChain", self.ptr("PushConstant", pty), "%pc", self.const(dtypes.int, self.member[f"p{slot}"])),
+                       rid=f"%p{slot}")
+      p = self.prologue(f"p{slot}", load)
+      if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
+      return Ref(p, ety, dt, "PhysicalStorageBuffer", size=dt.itemsize * n)
+    rid = (f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") + (f"_w{w}" if w is not None else "")
+    if rid not in self.decl:
+      st = f"%sb_{ety[1:]}"
+      if st not in self.decl:
+        self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
+        self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
+      self.var(rid, st, "StorageBuffer")
+      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.split[slot][2] + w}"]
+      if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
+    return Ref(rid, ety, dt, "StorageBuffer")
+
   def int_index(self, i:UOp, addr64=False) -> str:
     """An index as int, or as int64 for an element address computed in 64 bits (Access.addr64)."""
     return self.cast(i.dtype, dtypes.long if addr64 else dtypes.int, self.r[i])
@@ -258,21 +256,6 @@ class SPIRVKernel:
         b = self.op("OpBitwiseAnd", u, self.op("OpShiftRightLogical", u, b, self.const(dtypes.uint, shift)), self.const(dtypes.uint, mask))
       return self.op("OpBitcast", self.T(dtypes.int), b, rid=f"%o{slot}")
     return self.prologue(f"o{slot}", load)
-
-  def special(self, x:UOp) -> str:
-    builtin = {"g": "WorkgroupId", "l": "LocalInvocationId"}[x.arg[0]]
-    def load():
-      v = self.var(f"%{builtin}", self.T(dtypes.uint, 3), "Input")
-      if (d := f"OpDecorate {v} BuiltIn {builtin}") not in self.deco: self.deco.append(d)
-      return self.op("OpLoad", self.T(dtypes.uint, 3), v)
-    vec, i = self.prologue(builtin, load), self.T(dtypes.int)
-    def value():   # gidx0 past maxComputeWorkGroupCount[0] adds the push constant _xbase (abi.py XBASE)
-      wide = x.arg == "gidx0" and "xbase" in self.member
-      v = self.op("OpBitcast", i, self.op("OpCompositeExtract", self.T(dtypes.uint), vec, x.arg[-1]), **({} if wide else {"rid": f"%{x.arg}"}))
-      if not wide: return v
-      base = self.op("OpLoad", i, self.op("OpAccessChain", self.ptr("PushConstant", i), "%pc", self.const(dtypes.int, self.member["xbase"])))
-      return self.op("OpIAdd", i, v, base, rid=f"%{x.arg}")
-    return self.prologue(x.arg, value)
 
   def param(self, x:UOp):
     if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, self.plan.bufs[x.arg.slot].dtype)
@@ -293,53 +276,6 @@ class SPIRVKernel:
       (x.dtype, x.max_numel())
     return Ref(self.var(f"%{name}{x.arg.slot}", self.T(dt, arr=n), sc), self.T(dt), dt, sc)
 
-  def cast(self, frm:DType, to:DType, x:str) -> str:
-    if (frm := held(self.caps, frm)) == (to := held(self.caps, to)): return x
-    if to == dtypes.bool: return self.op("OpFUnordNotEqual" if dtypes.is_float(frm) else "OpINotEqual", self.T(to), x, self.const(frm, 0))
-    if frm == dtypes.bool: return self.op("OpSelect", self.T(to), x, self.const(to, 1), self.const(to, 0))
-    if dtypes.is_float(frm): return self.op("OpFConvert" if dtypes.is_float(to) else "OpConvertFToU" if dtypes.is_unsigned(to) else "OpConvertFToS",
-                                            self.T(to), x)
-    if dtypes.is_float(to): return self.op("OpConvertUToF" if dtypes.is_unsigned(frm) else "OpConvertSToF", self.T(to), x)
-    # integers: extend or truncate with the source's signedness (C), then reinterpret
-    if frm.itemsize == to.itemsize: return self.op("OpBitcast", self.T(to), x)
-    if not dtypes.is_unsigned(frm): return self.op("OpSConvert", self.T(to), x)
-    u = self.op("OpUConvert", self.T(UINT_OF_SIZE[to.itemsize]), x)
-    return u if dtypes.is_unsigned(to) else self.op("OpBitcast", self.T(to), u)
-
-  def bitcast(self, frm:DType, to:DType, x:str) -> str:
-    if TYPE[frm] == TYPE[to]: return x
-    if dtypes.bool in (frm, to): raise CompileError(f"no bitcast between {frm} and {to}")
-    return self.op("OpBitcast", self.T(to), x)
-
-  def alu(self, x:UOp) -> str:
-    ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
-    if x.op in CHAINED and dtypes.is_float(x.dtype):
-      acc, *rest = [self.r[o] for o in self.chain(x)]
-      for o in rest: acc = self.op(cast(str, ALU[x.op][0]), ty, acc, o, prefix="alu")   # CHAINED ops all have a float opcode
-      return acc
-    a = [self.r[s] for s in x.src]
-    if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
-    if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
-    if x.op in (Ops.SQRT, Ops.LOG2):
-      # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below
-      # zero and for NaN (an unordered x < 0 is both), -inf at zero
-      zero, b = self.const(x.dtype, 0), self.T(dtypes.bool)
-      v = self.ext("Sqrt" if x.op is Ops.SQRT else "Log2", ty, a[0])
-      if x.op is Ops.LOG2: v = self.op("OpSelect", ty, self.op("OpFOrdEqual", b, a[0], zero), self.const(x.dtype, -math.inf), v)
-      return self.op("OpSelect", ty, self.op("OpFUnordLessThan", b, a[0], zero), self.const(x.dtype, math.nan), v, prefix="alu")
-    if x.op is Ops.CMOD and dtypes.is_float(x.dtype):   # a-b*trunc(a/b), as the GLSL renderer
-      return self.op("OpFSub", ty, a[0], self.op("OpFMul", ty, a[1], self.ext("Trunc", ty, self.op("OpFDiv", ty, *a))), prefix="alu")
-    if (name := ALU.get(x.op, (None,) * 4)[kind(sdt)]) is None: raise CompileError(f"no SPIR-V instruction for {x.op} on {sdt}")
-    return self.op(name, ty, *a, prefix="alu")
-
-  # tinygrad's C-style renderers (CPU's clang, GLSL) print a single-use ADD/MUL operand of the same op without parentheses, so
-  # a + (b + c) runs as (a + b) + c. Float chains are evaluated that way here too: the same bits as DEV=CPU and the GLSL renderer.
-  def chain(self, x:UOp) -> list[UOp]: return [o for s in x.src for o in (self.chain(s) if self.inner(s) else [s])]
-  def inner(self, u:UOp) -> bool:
-    """Whether u is such an operand: it is computed as part of its consumer's chain."""
-    return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
-
-  # ---- memory: accesses as the shared plan decides them (kernel.Access)
   def index(self, x:UOp, b:UOp, i:UOp):
     if b.addrspace not in MEMORY:   # a lane of a vector value (a coalesced load or a STACK)
       if i.op is Ops.CAST and i.src[0].op is Ops.CONST: return self.op("OpCompositeExtract", self.T(b.dtype), self.r[b], str(i.src[0].arg))
@@ -477,6 +413,83 @@ class SPIRVKernel:
       else: self.branch(cond, lambda: self.write(cast(Ref, vec), v.dtype, self.r[v]), scalars)   # set with cond
     else: self.write(self.r[bidx], v.dtype, self.r[v])
     return ""
+
+
+class SPIRVKernel(Memory):
+  """A kernel's UOps lowered into the module: push constants as the ABI lays them out, values, ALU and structured control flow."""
+  def __init__(self, plan:KernelPlan, uops:list[UOp]):
+    super().__init__(plan.caps)
+    self.plan = plan
+    self.r: dict[UOp, Any] = {}   # the id of each value (str), or of an INDEX its Ref
+    self.structs: dict[UOp, Any] = {}   # open RANGE -> its labels (a tuple), open IF -> its merge label
+    self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
+    self.skip = self.dead_rmw_values(uops)
+    # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
+    members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
+    members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
+    members += [(off, self.T(dtypes.uint, arr=2, stride=4) if var_in_words(u) else self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
+    members += [(plan.abi.xbase, self.T(dtypes.int), "xbase")] if plan.abi.xbase is not None else []
+    members.sort()
+    self.member = {key: i for i, (_, _, key) in enumerate(members)}
+    if members:
+      pc = self.g("%PC", f"OpTypeStruct {' '.join(t for _, t, _ in members)}")
+      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {off}" for i, (off, _, _) in enumerate(members)]
+      self.var("%pc", pc, "PushConstant")
+
+  def dead_rmw_values(self, uops:list[UOp]) -> set[UOp]:
+    """The value of a read-modify-write store of a packed field, (LOAD & keep) | field: the store is two atomics on keep and
+    field instead (packing.read_modify_write), so the LOAD and the masking are never computed."""
+    dead = set()
+    for u in uops:
+      if u.op is Ops.STORE and (rmw := read_modify_write(u.src[0], v := u.src[1])) is not None:
+        keep, field = rmw
+        masked = v if field is None else v.src[1] if v.src[0] is field else v.src[0]
+        dead |= {x for x in (v, masked, masked.src[1] if masked.src[0] is keep else masked.src[0]) if self.uses[x] == 1}
+    return dead
+
+  # ---- values
+  def special(self, x:UOp) -> str:
+    builtin = {"g": "WorkgroupId", "l": "LocalInvocationId"}[x.arg[0]]
+    def load():
+      v = self.var(f"%{builtin}", self.T(dtypes.uint, 3), "Input")
+      if (d := f"OpDecorate {v} BuiltIn {builtin}") not in self.deco: self.deco.append(d)
+      return self.op("OpLoad", self.T(dtypes.uint, 3), v)
+    vec, i = self.prologue(builtin, load), self.T(dtypes.int)
+    def value():   # gidx0 past maxComputeWorkGroupCount[0] adds the push constant _xbase (abi.py XBASE)
+      wide = x.arg == "gidx0" and "xbase" in self.member
+      v = self.op("OpBitcast", i, self.op("OpCompositeExtract", self.T(dtypes.uint), vec, x.arg[-1]), **({} if wide else {"rid": f"%{x.arg}"}))
+      if not wide: return v
+      base = self.op("OpLoad", i, self.op("OpAccessChain", self.ptr("PushConstant", i), "%pc", self.const(dtypes.int, self.member["xbase"])))
+      return self.op("OpIAdd", i, v, base, rid=f"%{x.arg}")
+    return self.prologue(x.arg, value)
+
+  def alu(self, x:UOp) -> str:
+    ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
+    if x.op in CHAINED and dtypes.is_float(x.dtype):
+      acc, *rest = [self.r[o] for o in self.chain(x)]
+      for o in rest: acc = self.op(cast(str, ALU[x.op][0]), ty, acc, o, prefix="alu")   # CHAINED ops all have a float opcode
+      return acc
+    a = [self.r[s] for s in x.src]
+    if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
+    if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
+    if x.op in (Ops.SQRT, Ops.LOG2):
+      # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below
+      # zero and for NaN (an unordered x < 0 is both), -inf at zero
+      zero, b = self.const(x.dtype, 0), self.T(dtypes.bool)
+      v = self.ext("Sqrt" if x.op is Ops.SQRT else "Log2", ty, a[0])
+      if x.op is Ops.LOG2: v = self.op("OpSelect", ty, self.op("OpFOrdEqual", b, a[0], zero), self.const(x.dtype, -math.inf), v)
+      return self.op("OpSelect", ty, self.op("OpFUnordLessThan", b, a[0], zero), self.const(x.dtype, math.nan), v, prefix="alu")
+    if x.op is Ops.CMOD and dtypes.is_float(x.dtype):   # a-b*trunc(a/b), as the GLSL renderer
+      return self.op("OpFSub", ty, a[0], self.op("OpFMul", ty, a[1], self.ext("Trunc", ty, self.op("OpFDiv", ty, *a))), prefix="alu")
+    if (name := ALU.get(x.op, (None,) * 4)[kind(sdt)]) is None: raise CompileError(f"no SPIR-V instruction for {x.op} on {sdt}")
+    return self.op(name, ty, *a, prefix="alu")
+
+  # tinygrad's C-style renderers (CPU's clang, GLSL) print a single-use ADD/MUL operand of the same op without parentheses, so
+  # a + (b + c) runs as (a + b) + c. Float chains are evaluated that way here too: the same bits as DEV=CPU and the GLSL renderer.
+  def chain(self, x:UOp) -> list[UOp]: return [o for s in x.src for o in (self.chain(s) if self.inner(s) else [s])]
+  def inner(self, u:UOp) -> bool:
+    """Whether u is such an operand: it is computed as part of its consumer's chain."""
+    return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
 
   # ---- control flow
   def loop(self, x:UOp) -> str:
