@@ -43,12 +43,13 @@ address slot the renderer computes the element's address in 64 bits (base + inde
 2^31-1 elements (a bigger one goes by address, and is refused without `bda`), so its int64 index is narrowed to int32 without loss.
 """
 from __future__ import annotations
-import math
-from dataclasses import dataclass
+import functools, math
+from dataclasses import dataclass, field
 from tinygrad.device import TinyELF
 from tinygrad.dtype import DType
 from tinygrad.helpers import ceildiv, round_up
 from tinygrad_vk.caps import Caps
+from tinygrad_vk.spv import reflect
 
 ADDR_ALIGN = 256    # an address is passed aligned down to this: the widest vector alias (dvec4, 32 B) stays aligned
 INT32_MAX = 2**31 - 1
@@ -61,6 +62,7 @@ class KernelABI:
   pc_size: int
   windowed: bool = False            # more descriptor-bound slots than descriptors, or one in pieces: the runtime maps them to windows
   ndesc: int = 0                    # descriptors the pipeline layout has
+  nbind: int = 0                    # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
   xbase: int|None = None            # push-constant byte offset of the int added to gl_WorkGroupID.x (XBASE)
   @property
   def nwords(self) -> int: return len(self.binding) if self.windowed else ceildiv(len(self.binding), 4)   # words of _off[]
@@ -69,6 +71,51 @@ class KernelABI:
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
 REACH, SPLIT, WORD_VIEW, XBASE = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words", "tinygrad_vk.xbase"
+
+@dataclass(frozen=True)
+class KernelMeta:
+  """What the runtime needs of a kernel beyond its signature. tinygrad's compile cache keeps only the module, so the module carries
+  it: the renderer's plan as notes (`encode`: one string each, written as source comments that compiler.py moves into
+  OpSourceExtension instructions), the rest as the module's own declarations; `decode` reads both back."""
+  reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (REACH)
+  split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (SPLIT)
+  words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (WORD_VIEW)
+  wide: bool = False                    # gidx0 adds _xbase (XBASE)
+  local: tuple[int, int, int] = (1, 1, 1)
+  bindings: frozenset[int] = frozenset()
+  readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
+  ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
+  texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/kernel.py texel_slots)
+
+  def encode(self) -> list[str]:
+    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
+           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
+           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.wide else [])
+
+  @staticmethod
+  @functools.lru_cache(maxsize=1024)   # a kernel is decoded by its program and by each graph batching it
+  def decode(spv:bytes) -> KernelMeta:
+    """ValueError when the module is malformed."""
+    r = reflect(spv)
+    reach: dict[int, list[tuple[int, int, int]]] = {}
+    split: dict[int, tuple[int, int, int]] = {}
+    words: set[int] = set()
+    for kind, *nums in (n.split(":") for n in r.notes):
+      a = tuple(map(int, nums))
+      if kind == REACH: reach.setdefault(a[0], []).append((a[1], a[2], a[3]))
+      elif kind == SPLIT: split[a[0]] = (a[1], a[2], a[3])
+      elif kind == WORD_VIEW: words.add(a[0])
+    return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), XBASE in r.notes, r.local, r.bindings,
+                      r.readonly, r.ro_addr, r.texel)
+
+  @property
+  def graphable(self) -> bool:
+    """A kernel launched in pieces (REACH) binds a descriptor set per piece: it runs outside graphs."""
+    return not self.reach
+
+  def abi(self, caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
+    """The ABI the kernel was rendered with, from the Caps it was compiled for (kernel_abi)."""
+    return kernel_abi(caps, bufs, var_dtypes, self.wide, sum(k for k, _, _ in self.split.values()))
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""
@@ -85,9 +132,9 @@ def pieced(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A slot reached in pieces (no `bda`, a known size past the range): see REACH."""
   return "bda" not in caps and numel is not None and past_range(caps, itemsize, numel)
 
-def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False) -> KernelABI:
+def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False, windows:int=0) -> KernelABI:
   """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order; wide:
-  launch x may pass maxComputeWorkGroupCount[0] (XBASE)."""
+  launch x may pass maxComputeWorkGroupCount[0] (XBASE); windows: the bindings of split slots (SPLIT)."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
   windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
   binding: list[int|None] = []
@@ -105,7 +152,8 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
       ndesc += 1
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
-  return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc, caps.bufs), pc_size if wide else None)
+  return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc + windows, caps.bufs), ndesc + windows,
+                   pc_size if wide else None)
 
 def numel(shape:tuple|None) -> int|None:
   """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""

@@ -251,7 +251,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
            for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
-    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts),
+    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.meta.encode()), *(f"#extension {e} : require" for e in exts),
              "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []
     for slot, b in sorted(plan.bufs.items()):

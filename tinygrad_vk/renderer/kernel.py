@@ -24,7 +24,7 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW, XBASE
+from tinygrad_vk.renderer.abi import KernelABI, KernelMeta, kernel_abi, numel, pieced
 from tinygrad_vk.renderer.loops import pm_loop_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import pm_hoist
 from tinygrad_vk.renderer.simd import pm_fill_x
@@ -143,13 +143,10 @@ class KernelPlan:
   split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
   words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (abi.py WORD_VIEW)
 
-  def notes(self) -> list[str]:
-    """What the module carries for the runtime, one OpSourceExtension each (renderers write them as comments, compiler.py
-    moves them into the module): the reach of every slot launched in pieces, the windows of every split slot, the slots read
-    in words."""
-    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
-           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
-           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.abi.xbase is not None else [])
+  @property
+  def meta(self) -> KernelMeta:
+    """What the module carries for the runtime (the renderers write `meta.encode()` as comments)."""
+    return KernelMeta(self.reach, self.split, self.words, self.abi.xbase is not None)
 
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""

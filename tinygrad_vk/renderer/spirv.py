@@ -534,7 +534,7 @@ class SPIRVKernel:
     exts = [e for c, e in (("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"), ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
             ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"))
             if c in caps and not self.target.core(e)]
-    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"; {n}" for n in self.plan.notes()),
+    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"; {n}" for n in self.plan.meta.encode()),
       *(f"OpCapability {c}" for c in caps),
       *(f'OpExtension "{e}"' for e in exts),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
