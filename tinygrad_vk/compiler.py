@@ -43,7 +43,7 @@ def cached_spirv(table:str, src:str) -> bytes|None:
   except ValueError: return None
   return spv
 
-NOTE = re.compile(r"^\s*(?://|;)\s*(tinygrad_vk\.\S+)\s*$", re.M)   # what a renderer noted for the runtime (abi.py KernelMeta)
+NOTE = re.compile(r"^\s*(?://|;)\s*(tinygrad_vk\.\S+)\s*$", re.M)   # what a renderer noted for the runtime (spv.py KernelMeta)
 
 def validate(spv:bytes, src:str, target:SpirvTarget):
   v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", target.env, "-"], input=spv, capture_output=True)

@@ -7,8 +7,8 @@ from tinygrad.device import Program, TinyELF, BufferSpec
 from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
-from tinygrad_vk.spv import rebind
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, KernelMeta, numel
+from tinygrad_vk.spv import KernelMeta, rebind
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 

@@ -1,8 +1,11 @@
 """SPIR-V binaries: the opcodes and enumerants the assembler (compiler.py) writes and the runtime reads, the patches made to a
-compiled module (NaN-preserving modes, the renderer's notes, window bindings), and what the runtime reads back from it."""
+compiled module (NaN-preserving modes, the renderer's notes, window bindings), and what the runtime reads back (KernelMeta)."""
 from __future__ import annotations
-import struct
-from typing import NamedTuple
+import functools, struct
+from dataclasses import dataclass, field
+from tinygrad.dtype import DType
+from tinygrad_vk.caps import Caps
+from tinygrad_vk.renderer.abi import KernelABI, REACH, SPLIT, WORD_VIEW, XBASE, kernel_abi
 
 OPCODES = {
   "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16,
@@ -64,7 +67,7 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   return struct.pack(f"<{len(words)}I", *words)
 
 def add_notes(spv:bytes, notes:list[str]) -> bytes:
-  """The notes (renderer/abi.py KernelMeta.encode) as OpSourceExtension debug instructions after the execution modes."""
+  """The notes (KernelMeta.encode) as OpSourceExtension debug instructions after the execution modes."""
   if not notes: return spv
   words, insts = spirv_instructions(spv)
   at = max(pos + len(w) for pos, op, w in insts if op in (OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]))
@@ -79,39 +82,68 @@ def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
     if op == OPCODES["OpDecorate"] and w[2] == ENUMS["Binding"]: words[pos + 3] = binding[w[3]]
   return struct.pack(f"<{len(words)}I", *words)
 
-class Reflection(NamedTuple):
-  local: tuple[int, int, int]   # the baked local size
-  bindings: frozenset[int]
-  readonly: frozenset[int]      # the bindings the shader never writes (they need no write hazard)
-  ro_addr: frozenset[int]       # the push-constant offsets of the buffer addresses the shader never writes through
-  texel: frozenset[int]         # the bindings that are storage texel buffers (renderer/kernel.py texel_slots)
-  notes: tuple[str, ...]        # the OpSourceExtension strings (add_notes)
+@dataclass(frozen=True)
+class KernelMeta:
+  """What the runtime needs of a kernel beyond its signature, carried in the module (tinygrad's cache keeps only the module): the
+  renderer's plan as notes (`encode`, source comments that compiler.py moves into the module), the rest as its declarations."""
+  reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
+  split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
+  words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (abi.py WORD_VIEW)
+  wide: bool = False                    # gidx0 adds _xbase (abi.py XBASE)
+  local: tuple[int, int, int] = (1, 1, 1)
+  bindings: frozenset[int] = frozenset()
+  readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
+  ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
+  texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/kernel.py texel_slots)
 
-def reflect(spv:bytes) -> Reflection:
-  """What the runtime reads from a module's own declarations. ValueError when it is malformed."""
-  O, E = OPCODES, ENUMS
-  local, binding, pc_var, notes = (1, 1, 1), {}, None, []
-  # SPIR-V ids: an id looked up and missing is None, which finds nothing further
-  members: dict[int|None, list[int]] = {}
-  offsets: dict[tuple[int|None, int], int] = {}
-  ptr_to: dict[int|None, int] = {}
-  var_type: dict[int|None, int] = {}
-  readonly_types: set[int|None] = set()
-  images: set[int|None] = set()
-  for _, op, w in spirv_instructions(spv)[1]:
-    if op == O["OpExecutionMode"] and w[2] == E["LocalSize"]: local = (w[3], w[4], w[5])
-    elif op == O["OpSourceExtension"]: notes.append(struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode())
-    elif op == O["OpDecorate"] and w[2] == E["Binding"]: binding[w[1]] = w[3]
-    elif (op == O["OpDecorate"] and w[2] == E["NonWritable"]) or (op == O["OpMemberDecorate"] and w[3] == E["NonWritable"]): readonly_types.add(w[1])
-    elif op == O["OpMemberDecorate"] and w[3] == E["Offset"]: offsets[(w[1], w[2])] = w[4]
-    elif op == O["OpTypePointer"]: ptr_to[w[1]] = w[3]
-    elif op == O["OpTypeStruct"]: members[w[1]] = w[2:]
-    elif op == O["OpTypeImage"]: images.add(w[1])
-    elif op == O["OpVariable"]:
-      var_type[w[2]] = w[1]
-      if w[3] == E["PushConstant"]: pc_var = w[2]
-  ro = frozenset(b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types)
-  pc_struct = ptr_to.get(var_type.get(pc_var))
-  ro_addr = frozenset(offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types)
-  texel = frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images)
-  return Reflection(local, frozenset(binding.values()), ro, ro_addr, texel, tuple(notes))
+  def encode(self) -> list[str]:
+    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
+           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
+           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.wide else [])
+
+  @property
+  def graphable(self) -> bool: return not self.reach   # a kernel launched in pieces binds a descriptor set per piece
+
+  def abi(self, caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
+    """The ABI the kernel was rendered with, from the Caps it was compiled for."""
+    return kernel_abi(caps, bufs, var_dtypes, self.wide, sum(k for k, _, _ in self.split.values()))
+
+  @staticmethod
+  @functools.lru_cache(maxsize=1024)   # a kernel is decoded by its program and by each graph batching it
+  def decode(spv:bytes) -> KernelMeta:   # ValueError when the module is malformed
+    O, E = OPCODES, ENUMS
+    local, binding, pc_var, wide = (1, 1, 1), {}, None, False
+    reach: dict[int, list[tuple[int, int, int]]] = {}
+    split: dict[int, tuple[int, int, int]] = {}
+    words: set[int] = set()
+    # SPIR-V ids: an id looked up and missing is None, which finds nothing further
+    members: dict[int|None, list[int]] = {}
+    offsets: dict[tuple[int|None, int], int] = {}
+    ptr_to: dict[int|None, int] = {}
+    var_type: dict[int|None, int] = {}
+    readonly_types: set[int|None] = set()
+    images: set[int|None] = set()
+    for _, op, w in spirv_instructions(spv)[1]:
+      if op == O["OpExecutionMode"] and w[2] == E["LocalSize"]: local = (w[3], w[4], w[5])
+      elif op == O["OpSourceExtension"]:
+        kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
+        n = tuple(map(int, nums))
+        if kind == REACH: reach.setdefault(n[0], []).append((n[1], n[2], n[3]))
+        elif kind == SPLIT: split[n[0]] = (n[1], n[2], n[3])
+        elif kind == WORD_VIEW: words.add(n[0])
+        elif kind == XBASE: wide = True
+      elif op == O["OpDecorate"] and w[2] == E["Binding"]: binding[w[1]] = w[3]
+      elif (op == O["OpDecorate"] and w[2] == E["NonWritable"]) or (op == O["OpMemberDecorate"] and w[3] == E["NonWritable"]):
+        readonly_types.add(w[1])
+      elif op == O["OpMemberDecorate"] and w[3] == E["Offset"]: offsets[(w[1], w[2])] = w[4]
+      elif op == O["OpTypePointer"]: ptr_to[w[1]] = w[3]
+      elif op == O["OpTypeStruct"]: members[w[1]] = w[2:]
+      elif op == O["OpTypeImage"]: images.add(w[1])
+      elif op == O["OpVariable"]:
+        var_type[w[2]] = w[1]
+        if w[3] == E["PushConstant"]: pc_var = w[2]
+    pc_struct = ptr_to.get(var_type.get(pc_var))
+    return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), wide, local, frozenset(binding.values()),
+                      frozenset(b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types),
+                      frozenset(offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types),
+                      frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images))

@@ -43,13 +43,12 @@ address slot the renderer computes the element's address in 64 bits (base + inde
 2^31-1 elements (a bigger one goes by address, and is refused without `bda`), so its int64 index is narrowed to int32 without loss.
 """
 from __future__ import annotations
-import functools, math
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from tinygrad.device import TinyELF
 from tinygrad.dtype import DType
 from tinygrad.helpers import ceildiv, round_up
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.spv import reflect
 
 ADDR_ALIGN = 256    # an address is passed aligned down to this: the widest vector alias (dvec4, 32 B) stays aligned
 INT32_MAX = 2**31 - 1
@@ -71,51 +70,6 @@ class KernelABI:
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
 
 REACH, SPLIT, WORD_VIEW, XBASE = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words", "tinygrad_vk.xbase"
-
-@dataclass(frozen=True)
-class KernelMeta:
-  """What the runtime needs of a kernel beyond its signature. tinygrad's compile cache keeps only the module, so the module carries
-  it: the renderer's plan as notes (`encode`: one string each, written as source comments that compiler.py moves into
-  OpSourceExtension instructions), the rest as the module's own declarations; `decode` reads both back."""
-  reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (REACH)
-  split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (SPLIT)
-  words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (WORD_VIEW)
-  wide: bool = False                    # gidx0 adds _xbase (XBASE)
-  local: tuple[int, int, int] = (1, 1, 1)
-  bindings: frozenset[int] = frozenset()
-  readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
-  ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
-  texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/kernel.py texel_slots)
-
-  def encode(self) -> list[str]:
-    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
-           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
-           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.wide else [])
-
-  @staticmethod
-  @functools.lru_cache(maxsize=1024)   # a kernel is decoded by its program and by each graph batching it
-  def decode(spv:bytes) -> KernelMeta:
-    """ValueError when the module is malformed."""
-    r = reflect(spv)
-    reach: dict[int, list[tuple[int, int, int]]] = {}
-    split: dict[int, tuple[int, int, int]] = {}
-    words: set[int] = set()
-    for kind, *nums in (n.split(":") for n in r.notes):
-      a = tuple(map(int, nums))
-      if kind == REACH: reach.setdefault(a[0], []).append((a[1], a[2], a[3]))
-      elif kind == SPLIT: split[a[0]] = (a[1], a[2], a[3])
-      elif kind == WORD_VIEW: words.add(a[0])
-    return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), XBASE in r.notes, r.local, r.bindings,
-                      r.readonly, r.ro_addr, r.texel)
-
-  @property
-  def graphable(self) -> bool:
-    """A kernel launched in pieces (REACH) binds a descriptor set per piece: it runs outside graphs."""
-    return not self.reach
-
-  def abi(self, caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
-    """The ABI the kernel was rendered with, from the Caps it was compiled for (kernel_abi)."""
-    return kernel_abi(caps, bufs, var_dtypes, self.wide, sum(k for k, _, _ in self.split.values()))
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""

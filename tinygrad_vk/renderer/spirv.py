@@ -198,7 +198,7 @@ class SPIRVKernel:
         self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
         self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
       self.var(rid, st, "StorageBuffer")
-      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.split[slot][2] + w}"]
+      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.meta.split[slot][2] + w}"]
       if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
     return Ref(rid, ety, dt, "StorageBuffer")
 
