@@ -8,6 +8,7 @@ import functools, hashlib, os, pathlib, re, shutil, struct, subprocess, tempfile
 from tinygrad.device import Compiler, CompileError
 from tinygrad.helpers import getenv, diskcache_get, diskcache_put
 from tinygrad_vk.caps import SpirvTarget, SPIRV_1_5
+from tinygrad_vk.spv import OPCODES, CAPABILITIES, ENUMS, SPIRV_MAGIC, spirv_instructions, string_words, add_nan_preserve, add_notes
 
 FORMAT_VERSION = 1         # bump when the SPIR-V we produce for the same source changes
 
@@ -31,45 +32,6 @@ def numbered(src:str, lines:set[int]|None=None, ctx:int=3) -> str:
     prev = n
   return "\n".join(out)
 
-# SPIR-V opcodes, capabilities and enumerants: what the renderer writes (the assembler below) and what the runtime reads back
-OPCODES = {
-  "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16,
-  "OpCapability": 17, "OpTypeVoid": 19, "OpTypeBool": 20, "OpTypeInt": 21, "OpTypeFloat": 22, "OpTypeVector": 23, "OpTypeImage": 25,
-  "OpTypeArray": 28, "OpTypeRuntimeArray": 29, "OpTypeStruct": 30, "OpTypePointer": 32, "OpTypeFunction": 33,
-  "OpConstantTrue": 41, "OpConstantFalse": 42, "OpConstant": 43, "OpSpecConstant": 50, "OpSpecConstantOp": 52, "OpFunction": 54, "OpFunctionEnd": 56,
-  "OpVariable": 59, "OpLoad": 61, "OpStore": 62, "OpAccessChain": 65, "OpArrayLength": 68, "OpDecorate": 71, "OpMemberDecorate": 72,
-  "OpVectorExtractDynamic": 77, "OpCompositeConstruct": 80, "OpCompositeExtract": 81, "OpImageRead": 98,
-  "OpConvertFToU": 109, "OpConvertFToS": 110, "OpConvertSToF": 111, "OpConvertUToF": 112, "OpUConvert": 113, "OpSConvert": 114,
-  "OpFConvert": 115, "OpConvertPtrToU": 117, "OpConvertUToPtr": 120, "OpBitcast": 124, "OpSNegate": 126, "OpFNegate": 127, "OpIAdd": 128,
-  "OpFAdd": 129, "OpISub": 130, "OpFSub": 131, "OpIMul": 132, "OpFMul": 133, "OpUDiv": 134, "OpSDiv": 135, "OpFDiv": 136, "OpUMod": 137,
-  "OpSRem": 138, "OpLogicalEqual": 164, "OpLogicalNotEqual": 165, "OpLogicalOr": 166, "OpLogicalAnd": 167, "OpLogicalNot": 168,
-  "OpSelect": 169, "OpIEqual": 170, "OpINotEqual": 171, "OpSGreaterThanEqual": 175, "OpULessThan": 176, "OpSLessThan": 177,
-  "OpIsNan": 156, "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpFUnordLessThan": 185, "OpShiftRightLogical": 194,
-  "OpShiftRightArithmetic": 195, "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
-  "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
-  "OpBranchConditional": 250, "OpReturn": 253}
-CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "ImageBuffer": 47, "StorageBuffer16BitAccess": 4433,
-                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347}
-ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
-         "None": 0, "Aligned": 2, "UniformConstant": 0, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
-         "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
-         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27, "Buffer": 5, "R32ui": 33,
-         "Trunc": 3, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
-SPIRV_MAGIC = 0x07230203
-
-def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:
-  """The module's words, and (word position, opcode, words) of every instruction after the 5-word header. ValueError when the
-  module is not well formed: a whole number of words, the magic number, every instruction 1 or more words and inside the module."""
-  if len(spv) % 4 or len(spv) < 24: raise ValueError(f"{len(spv)} bytes is not a SPIR-V module")
-  words = list(struct.unpack(f"<{len(spv)//4}I", spv))
-  if words[0] != SPIRV_MAGIC: raise ValueError(f"bad SPIR-V magic number 0x{words[0]:08x}")
-  insts, i = [], 5
-  while i < len(words):
-    if not 0 < (n := words[i] >> 16) <= len(words) - i: raise ValueError(f"SPIR-V instruction at word {i} has word count {n}")
-    insts.append((i, words[i] & 0xffff, words[i:i+n]))
-    i += n
-  return words, insts
-
 def cached_spirv(table:str, src:str) -> bytes|None:
   """The disk cache's SPIR-V for src, or None when there is none or it is damaged. An entry is (SHA-256, module), and is used
   only when the digest matches and the module is well formed: a damaged module can crash the driver, and a flipped operand bit
@@ -81,38 +43,7 @@ def cached_spirv(table:str, src:str) -> bytes|None:
   except ValueError: return None
   return spv
 
-def string_words(s:str) -> list[int]:
-  b = s.encode() + b"\0" * (4 - len(s) % 4)
-  return list(struct.unpack(f"<{len(b)//4}I", b))
-
-def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
-  """Declare SignedZeroInfNanPreserve for every float width the module uses and the device honours. glslang's
-  GL_EXT_spirv_intrinsics keeps only one execution mode per mode id, so a kernel using f32 and f16 needs this patch. Before
-  SPIR-V 1.4 the capability is SPV_KHR_float_controls's, declared with it."""
-  words, insts = spirv_instructions(spv)
-  cap, entry_op, mode = OPCODES["OpCapability"], OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]
-  used = {w[2] for _, op, w in insts if op == OPCODES["OpTypeFloat"]} & set(widths)
-  entry = next((w for _, op, w in insts if op == entry_op), None)
-  if not used or entry is None: return spv
-  last_cap = max(pos + len(w) for pos, op, w in insts if op == cap)
-  entry_end = next(pos + len(w) for pos, op, w in insts if op == entry_op)
-  modes = [x for wd in sorted(used) for x in ((4 << 16) | mode, entry[2], ENUMS["SignedZeroInfNanPreserve"], wd)]
-  ext = string_words("SPV_KHR_float_controls") if words[1] < 0x00010400 else []
-  decl = [(2 << 16) | cap, CAPABILITIES["SignedZeroInfNanPreserve"]] + ([(len(ext) + 1) << 16 | OPCODES["OpExtension"], *ext] if ext else [])
-  words = words[:last_cap] + decl + words[last_cap:entry_end] + modes + words[entry_end:]
-  return struct.pack(f"<{len(words)}I", *words)
-
-NOTE = re.compile(r"^\s*(?://|;)\s*(tinygrad_vk\.\S+)\s*$", re.M)
-
-def add_notes(spv:bytes, src:str) -> bytes:
-  """What a renderer noted for the runtime (a comment `// tinygrad_vk.<...>` or `; tinygrad_vk.<...>`, renderer/abi.py REACH),
-  as OpSourceExtension debug instructions after the execution modes, where the runtime reads them back."""
-  if not (notes := NOTE.findall(src)): return spv
-  words, insts = spirv_instructions(spv)
-  at = max(pos + len(w) for pos, op, w in insts if op in (OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]))
-  new = [x for sw in map(string_words, notes) for x in ((len(sw) + 1) << 16 | OPCODES["OpSourceExtension"], *sw)]
-  words = words[:at] + new + words[at:]
-  return struct.pack(f"<{len(words)}I", *words)
+NOTE = re.compile(r"^\s*(?://|;)\s*(tinygrad_vk\.\S+)\s*$", re.M)   # what a renderer noted for the runtime (spv.py KernelMeta)
 
 def validate(spv:bytes, src:str, target:SpirvTarget):
   v = subprocess.run([_tool("spirv-val", "spirv-tools"), "--target-env", target.env, "-"], input=spv, capture_output=True)
@@ -144,7 +75,7 @@ class GLSLCompiler(VulkanCompiler):
         msg = "\n".join(l for l in r.stdout.decode(errors="replace").splitlines() if l.startswith(("ERROR", "WARNING")) or "error" in l.lower())
         bad = {int(m.group(1)) for m in re.finditer(r"ERROR: [^:\n]*:(\d+):", msg)}
         raise CompileError(f"glslang failed to compile the GLSL kernel:\n{msg}\n{numbered(src, bad)}")
-      spv = add_notes(add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths), src)
+      spv = add_notes(add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths), NOTE.findall(src))
     validate(spv, src, self.target)
     return spv
 
@@ -200,7 +131,7 @@ class SPIRVCompiler(VulkanCompiler):
     super().__init__(f"compile_spirv_{target.env}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
 
   def compile(self, src:str) -> bytes:
-    spv = add_notes(assemble(src, self.target.word), src)
+    spv = add_notes(assemble(src, self.target.word), NOTE.findall(src))
     if self.validate: validate(spv, src, self.target)
     return spv
 

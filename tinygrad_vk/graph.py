@@ -14,7 +14,7 @@ from tinygrad.engine.jit import GraphRunner
 from tinygrad.engine.realize import get_call_arg_uops, resolve_params
 from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
-from tinygrad_vk.renderer.abi import REACH
+from tinygrad_vk.spv import KernelMeta
 from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps, record_copy
 if TYPE_CHECKING:
   from tinygrad_vk.device import VulkanDevice
@@ -26,9 +26,8 @@ class VulkanGraph(GraphRunner):
   runtimes: list[VulkanProgram]  # type: ignore[assignment]
   @staticmethod
   def supports_uop(batch_devs, new_call:UOp) -> bool:
-    # a kernel launched in pieces (renderer/abi.py REACH) binds a descriptor set per piece: it runs outside graphs
-    prg = new_call.src[0]
-    return GraphRunner.supports_uop(batch_devs, new_call) and not any(s.op is Ops.SOURCE and REACH in s.arg for s in prg.src)
+    # a compiled kernel (its last source the module) whose metadata allows a graph (spv.py KernelMeta.graphable)
+    return GraphRunner.supports_uop(batch_devs, new_call) and (b := new_call.src[0].src[-1]).op is Ops.BINARY and KernelMeta.decode(b.arg).graphable
 
   def __init__(self, linear, input_uops=()):
     super().__init__(linear, input_uops)

@@ -7,69 +7,16 @@ from tinygrad.device import Program, TinyELF, BufferSpec
 from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
-from tinygrad_vk.compiler import spirv_instructions, OPCODES, ENUMS
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, REACH, SPLIT, WORD_VIEW, XBASE, kernel_abi, numel
+from tinygrad_vk.spv import KernelMeta, rebind
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, numel
 from tinygrad_vk.memory import guard_len, VulkanBuffer
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
-# SPIR-V opcodes and enums read by spirv_info
-OP_EXECUTION_MODE, OP_DECORATE, OP_MEMBER_DECORATE, OP_TYPE_POINTER, OP_TYPE_STRUCT, OP_TYPE_IMAGE, OP_VARIABLE, OP_SOURCE_EXTENSION = (
-  OPCODES[n] for n in ("OpExecutionMode", "OpDecorate", "OpMemberDecorate", "OpTypePointer", "OpTypeStruct", "OpTypeImage", "OpVariable",
-                       "OpSourceExtension"))
-MODE_LOCAL_SIZE, DEC_BINDING, DEC_NON_WRITABLE, DEC_OFFSET, SC_PUSH_CONSTANT = (ENUMS[n] for n in (
-  "LocalSize", "Binding", "NonWritable", "Offset", "PushConstant"))
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
 # a window starts at a multiple of this and of minStorageBufferOffsetAlignment: a slot's element offset inside it is then as
 # aligned as the view itself (the widest vector alias, dvec4, is 32 bytes)
 WINDOW_ALIGN = 32
 GATHER_SPEC = BufferSpec()
-
-def spirv_info(spv:bytes) -> tuple:
-  """The baked local size, the descriptor bindings, what the shader never writes (it needs no write hazard: the readonly
-  bindings and the push-constant offsets of the readonly buffer addresses), the reach of the slots launched in pieces, the
-  windows of the split slots, the slots reached in words (renderer/abi.py REACH, SPLIT, WORD_VIEW), the bindings that are
-  storage texel buffers (renderer/kernel.py texel_slots) and whether gidx0 adds _xbase (XBASE)."""
-  local, binding, pc_var = (1, 1, 1), {}, None
-  # SPIR-V ids: an id looked up and missing is None, which finds nothing further
-  members: dict[int|None, list[int]] = {}
-  offsets: dict[tuple[int|None, int], int] = {}
-  ptr_to: dict[int|None, int] = {}
-  var_type: dict[int|None, int] = {}
-  readonly_types: set[int|None] = set()
-  images: set[int|None] = set()
-  reach: dict[int, list[tuple[int, ...]]] = {}
-  split: dict[int, tuple[int, ...]] = {}
-  words: set[int] = set()
-  wide = False
-  for _, op, w in spirv_instructions(spv)[1]:
-    if op == OP_EXECUTION_MODE and w[2] == MODE_LOCAL_SIZE: local = (w[3], w[4], w[5])
-    elif op == OP_SOURCE_EXTENSION:
-      kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
-      if kind == REACH: reach.setdefault(int(nums[0]), []).append(tuple(map(int, nums[1:])))
-      elif kind == SPLIT: split[int(nums[0])] = tuple(map(int, nums[1:]))
-      elif kind == WORD_VIEW: words.add(int(nums[0]))
-      elif kind == XBASE: wide = True
-    elif op == OP_DECORATE and w[2] == DEC_BINDING: binding[w[1]] = w[3]
-    elif (op == OP_DECORATE and w[2] == DEC_NON_WRITABLE) or (op == OP_MEMBER_DECORATE and w[3] == DEC_NON_WRITABLE): readonly_types.add(w[1])
-    elif op == OP_MEMBER_DECORATE and w[3] == DEC_OFFSET: offsets[(w[1], w[2])] = w[4]
-    elif op == OP_TYPE_POINTER: ptr_to[w[1]] = w[3]
-    elif op == OP_TYPE_STRUCT: members[w[1]] = w[2:]
-    elif op == OP_TYPE_IMAGE: images.add(w[1])
-    elif op == OP_VARIABLE:
-      var_type[w[2]] = w[1]
-      if w[3] == SC_PUSH_CONSTANT: pc_var = w[2]
-  ro = {b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types}
-  pc_struct = ptr_to.get(var_type.get(pc_var))
-  ro_addr = {offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types}
-  texel = frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images)
-  return local, set(binding.values()), ro, ro_addr, reach, split, words, texel, wide
-
-def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
-  """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
-  words, insts = spirv_instructions(spv)
-  for pos, op, w in insts:
-    if op == OP_DECORATE and w[2] == DEC_BINDING: words[pos + 3] = binding[w[3]]
-  return struct.pack(f"<{len(words)}I", *words)
 
 def descriptor_writes(n:int, texel:frozenset[int], infos, views):
   """The writes of n descriptors: storage buffers from `infos`, the `texel` bindings storage texel buffers from `views`
@@ -117,7 +64,7 @@ class VulkanProgram(Program["VulkanDevice"]):
   # no VkPipelineCache: measured on lavapipe, the driver's own shader cache already makes a second run's first dispatch ~8x
   # cheaper, and a VkPipelineCache (in memory or persisted) changed nothing
   def __init__(self, dev:VulkanDevice, obj:TinyELF):
-    self.dev, self.name, self.profile_key, self.pipelines = dev, obj.name, obj.profile_key, {}
+    self.dev, self.name, self.profile_key, self.pipelines, self.guard, caps = dev, obj.name, obj.profile_key, {}, dev.allocator.guard, dev.caps
     dev.queue.check_usable()
     sig = [s for s in obj.signature if s[0] is None]
     # the buffers tinygrad passes are those of these slots: a buffer whose accesses were all folded away has none (its binding
@@ -126,36 +73,22 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.slots = sorted(slot_info)
     abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
     self.itemsize = [isz for isz, _ in abi_bufs]
-    try: self.local_size, bindings, readonly, ro_addr, self.reach, self.split_slots, self.words, self.texel, wide = spirv_info(obj.lib)
+    try: self.meta = meta = KernelMeta.decode(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
+    self.local_size, self.reach, self.split_slots, self.words, self.texel = meta.local, meta.reach, meta.split, meta.words, meta.texel
     # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
-    self.abi = abi = kernel_abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]], wide)
+    self.abi = abi = meta.abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]])
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, cast(str, dt.fmt)) for off, dt in abi.vars]   # tinygrad's variables are ints: each has a format
-    self.pc_size, self.ndesc = abi.pc_size, abi.ndesc
-    self.guard = dev.allocator.guard
-    caps = dev.caps
-    if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
-    if (n := sum(a is not None for a in abi.address)) and "bda" not in caps:
-      raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {dev.phys.name}")
-    # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
-    self.nbind = sum(b is not None for b in abi.binding) + sum(k for k, _, _ in self.split_slots.values())
-    if abi.windowed: self.ndesc = min(Caps.decode(obj.target.arch).bufs, self.nbind)   # the windows a launch binds at most
-    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
-    if not bindings <= set(range(self.nbind)):
-      raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(bindings)}, its ABI has {self.nbind}")
+    self.pc_size, self.ndesc, self.nbind = abi.pc_size, abi.ndesc, abi.nbind
+    self._check(caps)
     self.piece_len = self._piece_len()
-    if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
-      raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
-                         f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
     # positions (in the buffers passed) that the shader may store to
-    self.written = [j for j, i in enumerate(self.slots) if abi.binding[i] not in readonly and abi.address[i] not in ro_addr]
-    if self.texel and "texel" not in caps: raise RuntimeError(f"VULKAN: {self.name} reads storage texel buffers, this device's texel path is off")
+    self.written = [j for j, i in enumerate(self.slots) if abi.binding[i] not in meta.readonly and abi.address[i] not in meta.ro_addr]
     self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size, self.texel)
     mod = ffi.new("VkShaderModule*")
-    code = ffi.from_buffer("uint32_t[]", obj.lib)
-    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=code), NULL, mod),
-          f"vkCreateShaderModule of {self.name}")
+    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=ffi.from_buffer("uint32_t[]", obj.lib)),
+                                   NULL, mod), f"vkCreateShaderModule of {self.name}")
     self.module, self.spv = mod[0], obj.lib
     self.infos, self.views, self.desc_writes = self._scratch_descriptors()
     self.dset = ffi.new("VkDescriptorSet[1]")
@@ -170,6 +103,19 @@ class VulkanProgram(Program["VulkanDevice"]):
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
       raise
+
+  def _check(self, caps:Caps):
+    """Refuse a kernel this device cannot run as compiled."""
+    if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
+    if (n := sum(a is not None for a in self.abi.address)) and "bda" not in caps:
+      raise RuntimeError(f"VULKAN: {self.name} passes {n} buffer(s) by address, but bufferDeviceAddress is off on {self.dev.phys.name}")
+    if self.ndesc > caps.bufs: raise RuntimeError(f"VULKAN: {self.name} was compiled for {self.ndesc} descriptors, the device has {caps.bufs}")
+    if not self.meta.bindings <= set(range(self.nbind)):
+      raise RuntimeError(f"VULKAN: {self.name} declares bindings {sorted(self.meta.bindings)}, its ABI has {self.nbind}")
+    if any(l > m for l, m in zip(self.local_size, caps.wgsize)) or prod(self.local_size) > caps.wginv:
+      raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
+                         f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
+    if self.texel and "texel" not in caps: raise RuntimeError(f"VULKAN: {self.name} reads storage texel buffers, this device's texel path is off")
 
   def _pipeline(self, key:tuple[int, ...]):
     n, entry = len(self.itemsize), ffi.new("char[]", b"main")

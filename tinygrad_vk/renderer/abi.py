@@ -61,6 +61,7 @@ class KernelABI:
   pc_size: int
   windowed: bool = False            # more descriptor-bound slots than descriptors, or one in pieces: the runtime maps them to windows
   ndesc: int = 0                    # descriptors the pipeline layout has
+  nbind: int = 0                    # the shader's bindings: the descriptor-bound slots' ranks, then the windows of split slots
   xbase: int|None = None            # push-constant byte offset of the int added to gl_WorkGroupID.x (XBASE)
   @property
   def nwords(self) -> int: return len(self.binding) if self.windowed else ceildiv(len(self.binding), 4)   # words of _off[]
@@ -85,9 +86,9 @@ def pieced(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A slot reached in pieces (no `bda`, a known size past the range): see REACH."""
   return "bda" not in caps and numel is not None and past_range(caps, itemsize, numel)
 
-def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False) -> KernelABI:
+def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False, windows:int=0) -> KernelABI:
   """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order; wide:
-  launch x may pass maxComputeWorkGroupCount[0] (XBASE)."""
+  launch x may pass maxComputeWorkGroupCount[0] (XBASE); windows: the bindings of split slots (SPLIT)."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
   windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
   binding: list[int|None] = []
@@ -105,7 +106,8 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
       ndesc += 1
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
-  return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc, caps.bufs), pc_size if wide else None)
+  return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc + windows, caps.bufs), ndesc + windows,
+                   pc_size if wide else None)
 
 def numel(shape:tuple|None) -> int|None:
   """Elements of a PARAM's shape (TinyELF signature or UOp), None when symbolic or unknown."""

@@ -112,7 +112,7 @@ def _index(ctx:GLSLRenderer, a:Access, j:int) -> str:
   return f"({i})>>{a.shift}" if a.shift else i
 
 def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
-  """Element j of the access (one of its k words). Of a split slot (kernel.KernelPlan.split): in window w, or as a value, each
+  """Element j of the access (one of its k words). Of a split slot (spv.KernelMeta.split): in window w, or as a value, each
   window's element at the index clamped into it, the window the index falls in selected."""
   i = _index(ctx, a, j)
   if a.slot is not None and ctx.plan.bufs[a.slot].texel: return render_bitcast(a.dtype, dtypes.uint, f"imageLoad({ctx[a.base]}, {i}).x")
@@ -251,7 +251,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
            for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
-    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.notes()), *(f"#extension {e} : require" for e in exts),
+    lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.meta.encode()), *(f"#extension {e} : require" for e in exts),
              "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []
     for slot, b in sorted(plan.bufs.items()):
@@ -259,7 +259,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
       if (off := b.address) is None:
         if b.texel: lines.append(f"layout(set=0, binding={b.binding}, r32ui) uniform readonly uimageBuffer {name};")
-        elif (sp := plan.split.get(slot)) is not None:   # a split slot: its windows (kernel.KernelPlan.split)
+        elif (sp := plan.meta.split.get(slot)) is not None:   # a split slot: its windows (spv.KernelMeta.split)
           lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
                     for w in range(sp[0])]
         else: lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]

@@ -13,7 +13,7 @@
 from __future__ import annotations
 import math
 from typing import Callable, cast
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
@@ -24,7 +24,8 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced, REACH, SPLIT, WORD_VIEW, XBASE
+from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced
+from tinygrad_vk.spv import KernelMeta
 from tinygrad_vk.renderer.loops import fit_budget, check_loop_budget
 from tinygrad_vk.renderer.hoist import hoist
 from tinygrad_vk.renderer.simd import fill_x
@@ -141,7 +142,7 @@ class Access:
   shift: int = 0
   k: int = 1
   addr64: bool = False
-  wins: tuple[int, int, int]|None = None     # a split slot (KernelPlan.split): (windows, elements per window, first binding)
+  wins: tuple[int, int, int]|None = None     # a split slot (KernelMeta.split): (windows, elements per window, first binding)
   @property
   def slot(self) -> int|None: return self.base.arg.slot if self.base.op is Ops.PARAM else None
 
@@ -152,21 +153,11 @@ class KernelPlan:
   bufs: dict[int, Buf]                  # slot -> buffer, for the slots the kernel still uses
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
   local: tuple[int, int, int]
-  reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
-  split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
-  words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (abi.py WORD_VIEW)
-
-  def notes(self) -> list[str]:
-    """What the module carries for the runtime, one OpSourceExtension each (renderers write them as comments, compiler.py
-    moves them into the module): the reach of every slot launched in pieces, the windows of every split slot, the slots read
-    in words."""
-    return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
-           [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
-           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.abi.xbase is not None else [])
+  meta: KernelMeta   # the reach, split and word-reached slots: what the module carries for the runtime (renderers write meta.encode())
 
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
-    if a.slot is None or (sp := self.split.get(a.slot)) is None: return a
+    if a.slot is None or (sp := self.meta.split.get(a.slot)) is None: return a
     return replace(a, wins=(sp[0], sp[1] // (a.dtype.itemsize * a.vec), sp[2]))
   def addr64(self, slot:int|None, *idxs:UOp) -> bool:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
@@ -295,7 +286,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
   words = frozenset(w.arg.slot for u in uops if u.op is Ops.INDEX and (w := word_array(caps, u)) is not None and w.op is Ops.PARAM)
-  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops), words=words)
+  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops),
+                    KernelMeta(words=words, wide=abi.xbase is not None))
   if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
   # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
   # each access selects from, when the descriptors hold them beside one window for the other slots
@@ -309,7 +301,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
     raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
-  return replace(plan, reach=reach, split=split)
+  return replace(plan, meta=replace(plan.meta, reach=reach, split=split))
 
 # texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
 MAX_TEXELS = 15

@@ -238,7 +238,7 @@ class Memory(Module):
         self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
         self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"]
       self.var(rid, st, "StorageBuffer")
-      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.split[slot][2] + w}"]
+      self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.meta.split[slot][2] + w}"]
       if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
     return Ref(rid, ety, dt, "StorageBuffer")
 
@@ -547,7 +547,7 @@ class SPIRVKernel(Memory):
     exts = [e for c, e in (("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"), ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
             ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"))
             if c in caps and not self.target.core(e)]
-    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"; {n}" for n in self.plan.notes()),
+    return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"; {n}" for n in self.plan.meta.encode()),
       *(f"OpCapability {c}" for c in caps),
       *(f'OpExtension "{e}"' for e in exts),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
