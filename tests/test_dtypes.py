@@ -101,6 +101,7 @@ def test_exp2_within_one_ulp(renderer):
   x = np.concatenate([data(100_003, np.float32) * 20, np.float32([1.4426950216293335, -126.5, 127.9])]).astype(np.float32)
   with Context(DEV=f"VULKAN:{renderer}"): got = Tensor(x).exp2().numpy().astype(np.float64)
   ref = np.exp2(x.astype(np.float64))
+  ref = np.where(flushed(ref.astype(np.float32)) == 0, 0, ref)   # a denormal result is 0 where the driver flushes them (SwiftShader)
   ulps = np.abs(got - ref) / np.spacing(ref.astype(np.float32)).astype(np.float64)
   assert ulps.max() <= 1.1, (ulps.max(), x[ulps.argmax()])
 
