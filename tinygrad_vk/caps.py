@@ -30,7 +30,7 @@ FLAGS = {
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
             "they may be flushed to zero)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
-           "off: each its own, the inputs past the descriptors gathered by copies; program.py `place`)",
+           "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}

@@ -46,7 +46,7 @@ class VulkanDevice(Compiled):
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
     self._layouts: dict[tuple[int, int, frozenset[int]], tuple] = {}
-    self.gathered = 0   # inputs a windowed kernel copied into a scratch window (program.py `place`)
+    self.gathered = 0   # inputs a windowed kernel copied into a scratch window (windows.py `place`)
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
 

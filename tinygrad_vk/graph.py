@@ -49,8 +49,8 @@ class VulkanGraph(GraphRunner):
     # PROFILE: a timestamp before and after every kernel, read back when the replay completes
     self.query_pool = timestamp_pool(q.vkdev, 2 * len(self.calls)) if PROFILE and q.timestamp_bits else None
     self.pcs: list[tuple[bytes, object]] = [(b"", None)] * len(self.calls)
-    self.wins: list = [None] * len(self.calls)   # the windows of windowed kernels (program.py `place`), owned by the graph
-    self.ras: list = [None] * len(self.calls)    # the views moved to whole words (program.py `realign`), owned by the graph
+    self.wins: list = [None] * len(self.calls)   # the windows of windowed kernels (windows.py `place`), owned by the graph
+    self.ras: list = [None] * len(self.calls)    # the views moved to whole words (windows.py `realign`), owned by the graph
     self.dirty, self.last_seq = set(range(len(self.calls))), 0
     self.replaced = [(j, pos, slot) for j, repl in enumerate(self.uop_replace) for pos, slot in repl]   # JIT inputs, per call
     # views of JIT inputs (a realized slice of one): tinygrad's uop_replace has only the inputs themselves
@@ -104,7 +104,8 @@ class VulkanGraph(GraphRunner):
       if prg.abi.windowed:
         if self.wins[j] is not None: self.wins[j].free(self.dev.allocator)
         self.wins[j] = prg.place(self._launched(j))
-      self.pcs[j] = prg.bind(self.sets[j], self._launched(j), self.scalars[j], self.wins[j])
+      self.pcs[j] = prg.pack(self._launched(j), self.scalars[j], self.wins[j])
+      prg.update(self.sets[j])
     cmd, hazards, qp = self.cmd, Hazards(), self.query_pool
     roots: dict[int, VulkanBuffer] = {}
     # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
@@ -122,7 +123,7 @@ class VulkanGraph(GraphRunner):
       else:   # gathers first; a window covers other buffers too, so the kernel is ordered after and before everything
         copies(win.copies)
         hazards.order_all(cmd)
-        roots.update((id(x.root), x.root) for x in win.scratches)
+        roots.update((id(x.root), x.root) for x, _ in win.scratches)
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j)
       prg.record(cmd, dset, *pc, prg.check_launch(dims, None))
       if qp is not None: lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * j + 1)

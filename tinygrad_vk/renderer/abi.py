@@ -7,7 +7,7 @@ A buffer parameter (slot 0..n-1) is
     n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
     binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded;
   - else bound by descriptor: set 0, binding = its rank among the descriptor-bound slots. When there are more of them than
-    maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (program.py `Windows`) reaches them through at
+    maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (windows.py `Windows`) reaches them through at
     most D descriptors, each a window over one memory block (memory.py: many buffers share a block's VkBuffer) holding the slots
     that lie in it, and renumbers the shader's Binding decorations to the windows (a pipeline per assignment, like the
     alignment variants below); a slot's element offset inside its window is then a whole word of _off. Where the slots lie in
@@ -25,7 +25,7 @@ A buffer parameter (slot 0..n-1) is
 A slot of 1- or 2-byte elements that the kernel reaches in 32-bit words (renderer/packing.py) is bound at a whole word: its view's
 byte offset past the binding's start, _o<slot> x itemsize, a multiple of 4, so a field's bit shift comes from the index inside
 the view alone, the same for every slot indexed alike (`OpSourceExtension "tinygrad_vk.words:<slot>"`, WORD_VIEW). The runtime
-(program.py `realign`) moves a view at another byte through an aligned scratch buffer: copied in before the launch, and out after
+(windows.py `realign`) moves a view at another byte through an aligned scratch buffer: copied in before the launch, and out after
 it where the kernel writes the slot.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
