@@ -4,10 +4,11 @@ conversions are bit-exact, denormals included (h2f, f2h, f2b; tinygrad's f2f flu
 supported on every device and tinygrad keeps them in the kernels (and runs its tests of them).
 
 Not tinygrad's own emulation (pm_float_decomp): in 0.14.0 its ALU rule also casts the buffer under the AFTER of a half register
-accumulator to float, failing UOp verification (half matmuls and attention: GPT-2, LLaMA); and this pass runs later, where a
-gated LOAD or STORE carries its gate (loads select their alternative per lane, stores keep their gate). A register (REG buffer:
-an accumulator) keeps its type, which tinygrad reads off the final UOps (test_linearizer's test_arg_acc_dtype), but holds float
-values already rounded by the op that made them: renderers declare it float (`held`) and its loads are CASTs to float, no-ops.
+accumulator to float, failing UOp verification (half matmuls and attention: GPT-2, LLaMA), where here the AFTER keeps the
+rewritten buffer; and this pass runs later, where a gated LOAD or STORE carries its gate (loads select their alternative per
+lane, stores keep their gate). A register (REG buffer: an accumulator) keeps its type, which tinygrad reads off the final UOps
+(test_linearizer's test_arg_acc_dtype), but holds float values already rounded by the op that made them: renderers declare it
+float (`held`) and its loads are CASTs to float, no-ops.
 """
 from __future__ import annotations
 import functools
@@ -18,7 +19,7 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, graph_rewr
 from tinygrad.codegen.decomp.dtype import f2f, f2f_dt, reindex
 
 def _rw(ctx, u:UOp) -> UOp: return graph_rewrite(u, pm_half, ctx=ctx, bottom_up=True)
-# denormals, as a device with shaderFloat16 (and CPU) keeps them: a denormal half is its mantissa * 2^-24, exact in float; a float
+# denormals are kept, as with shaderFloat16 (and on CPU): a denormal half is its mantissa * 2^-24, exact in float; a float
 # under half's smallest normal (exponent < 113) rounds to nearest even at 2^-24
 def h2f(bits:UOp) -> UOp:
   """float from half bits (uint16)."""

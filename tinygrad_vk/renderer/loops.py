@@ -127,8 +127,7 @@ def _term(st:UOp) -> UOp:
   idx, val = st.src[0], st.src[1]
   a, b = val.src[0].src if val.op is Ops.WHERE else val.src
   return b if _is_load_of(a, idx) else a
-def _identity(op:Ops, dt:DType) -> UOp:
-  return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
+def _identity(op:Ops, dt:DType) -> UOp: return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
 def _body(l:Loop, topo:dict[UOp, None]) -> list[UOp]: return [u for u in topo if l.rng in u.ranges and u is not l.rng]
 def spreadable(l:Loop, topo:dict[UOp, None]) -> tuple[Acc, ...]|str:
   """The accumulators a loop leaves partial results in when it is spread over lanes, or why it cannot be spread."""
@@ -253,12 +252,11 @@ def fit_budget(sink:UOp, caps:Caps) -> UOp|None:
   k, enabled = Kernel.of(sink, loops), "spread" in caps
   name = sink.arg.name if sink.arg is not None else "kernel"
   if (s := plan(k, caps) if enabled else None) is None:
-    topo = sink.toposort()
     worst = max(k.loops, key=lambda l: passes([x for x in k.loops if x.rng is l.rng or l.rng in x.outer]))
     lanes = min(caps.wgsize[0], caps.wginv) if not k.smem_used else min(caps.wgsize[0] // k.sizes[0], caps.wginv // prod(k.sizes))
     why = "spreading is off (VULKAN_DISABLE=spread)" if not enabled else \
       f"its longest loop ({trip_count(worst.rng)} iterations) cannot be spread over the workgroup: {w}" \
-      if isinstance(w := spreadable(worst, topo), str) else \
+      if isinstance(w := spreadable(worst, sink.toposort()), str) else \
       f"it needs more than {lanes} lanes (maxComputeWorkGroupInvocations {caps.wginv}" + \
       (", with the kernel's own local dims, which share memory" if k.smem_used else "") + \
       f") x {caps.maxloop} passes, even with its innermost loops unrolled {MAX_UNROLL}x"
