@@ -1,20 +1,14 @@
-"""half on devices without shaderFloat16, and bfloat16 on devices without shaderInt16: values computed in float (a cast into
-the type rounds to it), memory in 16-bit words (packed in 32-bit words by packing.py where 16-bit storage is missing too).
-Every op that rounds rounds its result to the type, as with the type native. Both convert bit-exactly, denormals included
-(h2f, f2h, f2b; tinygrad's own f2f flushes them). The renderers then declare both supported on every device, so tinygrad keeps
-them in the kernels instead of emulating them (and its tests of them run).
+"""half without shaderFloat16, bfloat16 without shaderInt16: values computed in float, memory in 16-bit words (packed in 32-bit
+words by packing.py without 16-bit storage). Every op that rounds rounds its result to the type, as with the type native, and the
+conversions are bit-exact, denormals included (h2f, f2h, f2b; tinygrad's f2f flushes them): so the renderers declare both types
+supported on every device and tinygrad keeps them in the kernels (and runs its tests of them).
 
-tinygrad's own emulation (codegen/decomp/dtype.py `pm_float_decomp`, what EMULATED_DTYPES and an unsupported half get) does the
-same, but in 0.14.0 its generic ALU rule also takes the AFTER of a half register accumulator (a reduction written in a loop: half
-matmuls and attention) and casts the buffer under it to float, which fails UOp verification ("Ops.AFTER dtypes.float [(Ops.CAST,
-...), (Ops.STORE, ...) x4, (Ops.RANGE, ...)]", GPT-2 and LLaMA in half). Here the AFTER keeps the rewritten buffer. And this pass
-runs later than tinygrad's, where a gated LOAD or STORE carries its gate as a source: loads select their alternative value per
-lane, stores keep their gate.
-
-A register (REG buffer: an accumulator) is not memory: it keeps its type and holds its values in float, already rounded to the
-type by the op that made them, so a step of a half accumulator converts nothing. The renderers declare it float (`held`); its
-loads are CAST to float, a no-op there. tinygrad reads the accumulator's type off the final UOps (test_linearizer's
-test_arg_acc_dtype).
+Not tinygrad's own emulation (pm_float_decomp): in 0.14.0 its ALU rule also casts the buffer under the AFTER of a half register
+accumulator to float, failing UOp verification (half matmuls and attention: GPT-2, LLaMA), where here the AFTER keeps the
+rewritten buffer; and this pass runs later, where a gated LOAD or STORE carries its gate (loads select their alternative per
+lane, stores keep their gate). A register (REG buffer: an accumulator) keeps its type, which tinygrad reads off the final UOps
+(test_linearizer's test_arg_acc_dtype), but holds float values already rounded by the op that made them: renderers declare it
+float (`held`) and its loads are CASTs to float, no-ops.
 """
 from __future__ import annotations
 import functools
@@ -25,10 +19,8 @@ from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher, GroupOp, graph_rewr
 from tinygrad.codegen.decomp.dtype import f2f, f2f_dt, reindex
 
 def _rw(ctx, u:UOp) -> UOp: return graph_rewrite(u, pm_half, ctx=ctx, bottom_up=True)
-
-# tinygrad's f2f flushes half denormals to zero both ways; a device with shaderFloat16 keeps them (and so does CPU), so the
-# conversions here keep them: a denormal half is its mantissa * 2^-24, exact in float; a float under half's smallest normal
-# (exponent < 113) rounds to nearest even at 2^-24.
+# denormals are kept, as with shaderFloat16 (and on CPU): a denormal half is its mantissa * 2^-24, exact in float; a float
+# under half's smallest normal (exponent < 113) rounds to nearest even at 2^-24
 def h2f(bits:UOp) -> UOp:
   """float from half bits (uint16)."""
   b = bits.cast(dtypes.uint)
@@ -54,7 +46,6 @@ def f2b(v:UOp) -> UOp:
 # bfloat16 is float's upper half: widening is a shift
 def to_float(dt, bits:UOp) -> UOp: return h2f(bits) if dt == dtypes.half else (bits.cast(dtypes.uint) << 16).bitcast(dtypes.float)
 def from_float(dt, v:UOp) -> UOp: return f2h(v) if dt == dtypes.half else f2b(v)
-
 def rounded(dt, v:UOp) -> UOp: return to_float(dt, from_float(dt, v))   # float v rounded to dt, kept in float
 
 def _load(ctx, x:UOp) -> UOp|None:
@@ -73,9 +64,8 @@ def _load(ctx, x:UOp) -> UOp|None:
 def _store(ctx, st:UOp, idx:UOp, val:UOp) -> UOp|None:
   """A store of half or bfloat16 (n lanes) as stores of 16-bit words, keeping its gate."""
   if val.dtype != ctx[1] or idx.tag != ctx[0] or in_reg(idx): return None   # a register stores the float itself
-  def bits(v:UOp) -> UOp: return from_float(ctx[0], v)
-  if (n := val.max_numel()) == 1: return st.replace(src=(idx, bits(val), *st.src[2:]))
-  return UOp.group(*(st.replace(src=(reindex(idx, i, 1), bits(val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
+  if (n := val.max_numel()) == 1: return st.replace(src=(idx, from_float(ctx[0], val), *st.src[2:]))
+  return UOp.group(*(st.replace(src=(reindex(idx, i, 1), from_float(ctx[0], val.index(UOp.const(i, dtypes.int))), *st.src[2:])) for i in range(n)))
 
 def _cast(ctx, x:UOp, val:UOp) -> UOp|None:
   """A cast into half (bfloat16): its value rounded to the type (tinygrad's rule only clamps to its range, leaving float's
@@ -85,15 +75,14 @@ def _cast(ctx, x:UOp, val:UOp) -> UOp|None:
 
 # ops whose result a device with the type rounds to it (CPU too); MAX, NEG, TRUNC and WHERE give a value of the type as they are
 ROUNDED = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.FDIV, Ops.RECIPROCAL, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.CMOD)
-
 def _alu(ctx, x:UOp) -> UOp|None:
-  """An op on half (bfloat16) values: computed in float, its result rounded to the type, as with the type native: x % 1.25 of a
-  half multiple of 1.25 is 0 only when x * half(0.8) rounds up to the integer."""
+  """An op on half (bfloat16) values, computed in float and rounded to the type (x % 1.25 of a half multiple of 1.25 is 0 only
+  when x * half(0.8) rounds up to the integer)."""
   if x.dtype != ctx[0]: return None
   return rounded(ctx[0], UOp(x.op, ctx[1], tuple(s.cast(ctx[1]) if s.dtype == ctx[0] else s for s in x.src), x.arg, x.tag))
 
 def in_reg(x:UOp) -> bool:
-  """x is a register buffer, or an access of one (these keep their type, see above)."""
+  """x is a register buffer or an access of one: these keep their type."""
   return x.op in (Ops.BUFFER, Ops.AFTER, Ops.INDEX, Ops.SHRINK) and x.addrspace == AddrSpace.REG or x.op is Ops.LOAD and in_reg(x.src[0])
 
 def _after(ctx, x:UOp) -> UOp|None:

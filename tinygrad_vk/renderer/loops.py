@@ -1,32 +1,18 @@
 """Keep every kernel under a driver's budget of loop passes (Mesa llvmpipe's loop limiter), for every renderer.
 
-llvmpipe (lavapipe) runs a compute shader one SIMD vector of invocations (8 lanes along x) at a time and gives each vector one
-counter, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS = 65535: every pass through the end of any loop decrements it (lp_exec_endloop),
-and once it is 0 every loop exits after its current pass, so a longer reduction is silently cut short. Measured on Mesa 22.3
-(tests/test_loops.py): a loop of n iterations costs n+1 passes (the pass that leaves it counts), the loops of an invocation add
-up, a vector pays for its slowest lane, and the counter belongs to the vector, not the workgroup: more lanes means more budget.
+llvmpipe runs a compute shader one SIMD vector of invocations (8 lanes along x) at a time, with one counter per vector (gallivm's
+LP_MAX_TGSI_LOOP_ITERATIONS = 65535): every pass through the end of any loop decrements it, and at 0 every loop exits after its
+current pass, so a longer reduction is silently cut short. Measured on Mesa 22.3 (tests/test_loops.py): a loop of n iterations
+costs n+1 passes, the loops of an invocation add up, a vector pays for its slowest lane, and more lanes mean more budget.
 
-Entry points, the same for every renderer. The renderer is the ctx and needs only `caps` (tinygrad_vk.caps.Caps: maxloop, wgsize,
-wginv, smem and the "spread" flag); nothing here depends on the output language:
-  * `fit_budget`, in kernel.py's SINK_PASSES (tinygrad's final rewrite, on the kernel's last UOp graph): a kernel
-    that may run over `caps.maxloop` passes is reshaped so that it fits, with three tools, cheapest first:
-      - spread: its long reduction loops run over L more invocations of the workgroup (local x becomes x*L). Lane j of the L runs
-        iterations j, j+L, j+2L, ... into its own accumulators, the partials meet in shared memory, every lane combines them
-        (same values on every lane from there on) and only lane 0 stores. It is tinygrad's GROUP reduction, applied to the final
-        UOps because tinygrad's optimizer has no hook for a loop budget, and it needs no divisibility: a lane's trip count is
-        ceil((N - j) / L).
-      - trade: when the kernel's own local dims leave too few invocations for the lanes (maxComputeWorkGroupInvocations) and it
-        uses no shared memory (so its invocations are independent), part of its local dims move into more workgroups.
-      - unroll: an innermost reduction loop runs k iterations per pass (straight-line copies of its body chained through the
-        accumulators; iterations past the end add the reduction's identity), when the lanes alone cannot hold the work.
-    The fewest changes that fit win: spreading alone on the kernel as tinygrad shaped it, then trading local dims, then unrolling.
-  * `check_loop_budget`, for `render`: counts the passes of the linearized kernel exactly and refuses (CompileError) one still
-    over the budget, so no kernel ever runs cut short.
-  * `loop_passes`, the count check_loop_budget uses.
-What cannot be reshaped is refused with the reason: a long loop that is not a reduction into registers (it stores to memory,
-touches shared memory or has a barrier), or a reduction needing more passes than maxComputeWorkGroupInvocations lanes can share
-with its innermost loops unrolled MAX_UNROLL times. `VULKAN_DISABLE=spread` turns all reshaping off (over-budget kernels are then
-refused).
+`fit_budget` (kernel.py's SINK_PASSES: tinygrad's optimizer has no hook for a loop budget) reshapes a kernel that may run over
+caps.maxloop with the fewest changes that fit, cheapest first:
+  - spread: long reduction loops run over L more invocations (local x becomes x*L); lane j runs iterations j, j+L, ... into its
+    own accumulators, the partials meet in shared memory, every lane combines them and lane 0 stores (tinygrad's GROUP reduction);
+  - trade: part of the local dims moves into more workgroups, when they leave too few lanes and the kernel shares no memory;
+  - unroll: an innermost reduction loop runs k iterations per pass.
+A long loop that is not a reduction into registers, or one too long even so, is refused with the reason, as is a kernel that
+`check_loop_budget` (in render) still counts over the budget: none runs cut short. `VULKAN_DISABLE=spread` turns reshaping off.
 """
 from __future__ import annotations
 import functools
@@ -57,6 +43,23 @@ class Acc:
 
 def trip_count(r:UOp) -> int: return int(r.src[0].vmax)
 def _counted(r:UOp) -> bool: return r.op is Ops.RANGE and r.dtype != dtypes.void   # void RANGEs are unbounded loops: not counted
+def iconst(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
+def special(name:str, size:int) -> UOp: return UOp(Ops.SPECIAL, dtypes.int, (iconst(size),), name)
+def next_axis(topo) -> int: return max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
+def dims(topo, kind:str) -> tuple[dict[str, UOp], list[int]]:
+  """The launch SPECIALs of a kind ("l": local, "g": workgroup) by name, and the size of each of the 3 dims (1 where absent)."""
+  sp = {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == kind}
+  return sp, [int(sp[f"{kind}idx{d}"].src[0].vmax) if f"{kind}idx{d}" in sp else 1 for d in range(3)]
+
+def unflatten(flat:UOp, sp:dict[str, UOp], kind:str, sizes:list[int], total:int) -> dict[UOp, UOp]:
+  """Each SPECIAL of the kind -> its part of `flat` (below `total`), dim 0 moving fastest."""
+  sub, stride = {}, 1
+  for d in range(3):
+    if f"{kind}idx{d}" not in sp: continue
+    x = flat.alu(Ops.CDIV, iconst(stride)) if stride > 1 else flat
+    sub[sp[f"{kind}idx{d}"]] = x.alu(Ops.CMOD, iconst(sizes[d])) if stride * sizes[d] < total else x
+    stride *= sizes[d]
+  return sub
 
 def loop_passes(uops:list[UOp]) -> int:
   """The passes one invocation of the linearized kernel makes through loop ends, the leaving pass of each loop included."""
@@ -76,9 +79,8 @@ def check_loop_budget(uops:list[UOp], budget:int, name:str) -> None:
                        "over the workgroup (VULKAN_DISABLE=spread?). Use a GPU driver or a smaller reduction.")
 
 def find_loops(sink:UOp) -> list[Loop]:
-  """The kernel's counted loops, each with the loops it runs inside as tinygrad's linearizer will nest them (its control flow
-  edges, then its priority toposort). The ranges a loop's END depends on are no guide: a loop that reads what an earlier loop left
-  in shared memory (PCONTIG's WEAK ranges) runs after that loop, not inside it."""
+  """The kernel's counted loops, each with the loops tinygrad's linearizer will nest it in. Not the ranges its END depends on: a
+  loop reading what an earlier one left in shared memory (PCONTIG's WEAK ranges) runs after that loop, not inside it."""
   rngs = {u.arg: u for u in sink.toposort() if _counted(u)}
   ends = {r: u for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)}
   if not ends: return []   # linearizing costs seconds on big loop-free kernels (float64 sin in int pairs)
@@ -100,7 +102,7 @@ class Shape:
   lanes: int = 1                                    # invocations each loop in `spread` is spread over
   spread: frozenset = field(default_factory=frozenset)
 
-def passes(loops:list[Loop], s:Shape) -> int:
+def passes(loops:list[Loop], s:Shape=Shape()) -> int:
   """Upper bound of loop_passes once the kernel is reshaped as `s` (each spread loop may add a combine loop of `lanes`)."""
   def t(r:UOp) -> int:
     n = ceildiv(trip_count(r), s.unroll) if r.arg in s.unrolled else trip_count(r)
@@ -110,9 +112,7 @@ def passes(loops:list[Loop], s:Shape) -> int:
     entries = prod(t(o) for o in l.outer)
     total += entries * (t(l.rng) + 1) + (entries * (s.lanes + 1) if l.rng.arg in s.spread else 0)
   return total
-
 def _is_load_of(u:UOp, idx:UOp) -> bool: return u.op is Ops.LOAD and u.src[0] is idx
-
 def _update_op(st:UOp) -> Ops|None:
   """The reduction op of `acc[k] = acc[k] <op> x`, as tinygrad lowers REDUCE (MAX arrives decomposed to a WHERE)."""
   idx, val = st.src[0], st.src[1]
@@ -127,12 +127,8 @@ def _term(st:UOp) -> UOp:
   idx, val = st.src[0], st.src[1]
   a, b = val.src[0].src if val.op is Ops.WHERE else val.src
   return b if _is_load_of(a, idx) else a
-
-def _identity(op:Ops, dt:DType) -> UOp:
-  return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
-
+def _identity(op:Ops, dt:DType) -> UOp: return UOp.const(identity_element(op, dt) if op in (Ops.ADD, Ops.MUL, Ops.MAX) else op is Ops.AND, dt)
 def _body(l:Loop, topo:dict[UOp, None]) -> list[UOp]: return [u for u in topo if l.rng in u.ranges and u is not l.rng]
-
 def spreadable(l:Loop, topo:dict[UOp, None]) -> tuple[Acc, ...]|str:
   """The accumulators a loop leaves partial results in when it is spread over lanes, or why it cannot be spread."""
   if l.rng.arg[-1] is not AxisType.REDUCE: return f"it is not a reduction (a {l.rng.arg[-1].name} range)"
@@ -161,8 +157,6 @@ def unrollable(l:Loop, loops:list[Loop], topo:dict[UOp, None], accs:tuple[Acc, .
   return bool(accs) and not any(l.rng in x.outer for x in loops) and all(u.src[0].buf_uop in bufs for u in stores) and \
     not any(u in bufs or (u.op is Ops.AFTER and l.rng in u.src[1:]) for st in stores for u in _term(st).toposort())
 
-def iconst(x:int, dt:DType=dtypes.int) -> UOp: return UOp.const(x, dt)
-
 def spread_range(rng:UOp, lane:UOp, lanes:int) -> tuple[UOp, UOp]:
   """rng's iterations dealt round-robin to `lanes` lanes: (the loop `lane` runs, the iteration each of its passes stands for)."""
   n, dt = rng.src[0], rng.dtype
@@ -187,16 +181,6 @@ def combine(x:UOp, acc:Acc, smem:UOp, lane:UOp, base:UOp, lanes:int, axis:int) -
   return buf.after(UOp.group(*upd).end(j))
 
 @dataclass(frozen=True)
-class Limits:
-  budget: int               # loop passes per invocation (caps.maxloop)
-  local_max: tuple[int, ...]
-  invocations: int          # maxComputeWorkGroupInvocations
-  shared_max: int           # bytes of shared memory
-  groups_max: int = MAX_GROUPS_X   # workgroups along x
-  @staticmethod
-  def of(caps:Caps) -> Limits: return Limits(caps.maxloop, caps.wgsize, caps.wginv, caps.smem)
-
-@dataclass(frozen=True)
 class Kernel:
   """What the planner needs to know of a kernel."""
   loops: list[Loop]
@@ -205,7 +189,6 @@ class Kernel:
   sizes: tuple[int, int, int]         # local dims
   groups: int                         # workgroups along x
   smem_used: int                      # bytes of shared memory the kernel uses itself (it then keeps its local dims)
-
   @staticmethod
   def of(sink:UOp, loops:list[Loop]|None=None) -> Kernel:
     loops, topo = find_loops(sink) if loops is None else loops, sink.toposort()
@@ -216,7 +199,7 @@ class Kernel:
     smem = sum(u.max_numel() * u.dtype.itemsize for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
     return Kernel(loops, cands, unroll, tuple(spec.get(f"lidx{d}", 1) for d in range(3)), spec.get("gidx0", 1), smem)  # type: ignore
 
-def trades(k:Kernel, lim:Limits) -> list[tuple[int, int, int]]:
+def trades(k:Kernel, caps:Caps) -> list[tuple[int, int, int]]:
   """Ever larger parts of the local dims to move into workgroups: halve the largest dim (or move it whole when odd)."""
   out, f = [(1, 1, 1)], [1, 1, 1]
   while not k.smem_used:
@@ -224,14 +207,14 @@ def trades(k:Kernel, lim:Limits) -> list[tuple[int, int, int]]:
     d = max(range(3), key=lambda d: left[d])
     if left[d] == 1: break
     f[d] *= 2 if left[d] % 2 == 0 else left[d]
-    if k.groups * prod(f) > lim.groups_max: break
+    if k.groups * prod(f) > MAX_GROUPS_X: break
     out.append((f[0], f[1], f[2]))
   return out
 
-def plan(k:Kernel, lim:Limits) -> Shape|None:
+def plan(k:Kernel, caps:Caps) -> Shape|None:
   """The least reshaping that fits the budget: the fewest lanes (a power of two) with the loops to spread over them, first on the
   kernel as it is, then with ever more of its local dims traded for lanes, then with its innermost loops unrolled."""
-  tr = trades(k, lim)
+  tr = trades(k, caps)
   options = [(t, 1) for t in tr] + [(tr[-1], 1 << i) for i in range(1, MAX_UNROLL.bit_length())]
   nested = {l.rng: set(l.outer) for l in k.loops}
   for trade, unroll in options:
@@ -240,13 +223,13 @@ def plan(k:Kernel, lim:Limits) -> Shape|None:
     if unroll > 1 and not unrolled: continue
     base = Shape(trade, unroll, unrolled)
     trip = {r: ceildiv(trip_count(r), unroll) if r.arg in unrolled else trip_count(r) for r in k.cands}
-    lanes_max = min(lim.local_max[0] // sizes[0], lim.invocations // prod(sizes))
-    smem_left = lim.shared_max - k.smem_used
+    lanes_max = min(caps.wgsize[0] // sizes[0], caps.wginv // prod(sizes))
+    smem_left = caps.smem - k.smem_used
     per_lane = {r: prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs) for r, accs in k.cands.items()}
     for lanes in (1 << i for i in range(lanes_max.bit_length())):
       chosen: set[UOp] = set()
       def shape(c:set[UOp]) -> Shape: return Shape(trade, unroll, unrolled, lanes, frozenset(r.arg for r in c))
-      while (cur := passes(k.loops, shape(chosen))) > lim.budget:
+      while (cur := passes(k.loops, shape(chosen))) > caps.maxloop:
         # loops that are not nested in each other; a lane gets 2+ iterations (tinygrad's linearizer orders code by how often it
         # runs, so a loop of one iteration could take in code from around it)
         ok = [c for c in k.cands if c not in chosen and trip[c] > lanes and not any(c in nested[o] or o in nested[c] for o in chosen)
@@ -263,26 +246,24 @@ def plan(k:Kernel, lim:Limits) -> Shape|None:
         return shape(chosen)
   return None
 
-def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
-  """The kernel reshaped so it stays under the budget; None when it already fits."""
-  if not lim.budget or (need := passes(loops := find_loops(sink), Shape())) <= lim.budget: return None
-  k = Kernel.of(sink, loops)
+def fit_budget(sink:UOp, caps:Caps) -> UOp|None:
+  """The kernel reshaped so it stays under the loop budget; None when it already fits."""
+  if not caps.maxloop or (need := passes(loops := find_loops(sink))) <= caps.maxloop: return None
+  k, enabled = Kernel.of(sink, loops), "spread" in caps
   name = sink.arg.name if sink.arg is not None else "kernel"
-  if (s := plan(k, lim) if enabled else None) is None:
-    topo = sink.toposort()
-    worst = max(k.loops, key=lambda l: passes([x for x in k.loops if x.rng is l.rng or l.rng in x.outer], Shape()))
-    lanes = min(lim.local_max[0], lim.invocations) if not k.smem_used else \
-      min(lim.local_max[0] // k.sizes[0], lim.invocations // prod(k.sizes))
+  if (s := plan(k, caps) if enabled else None) is None:
+    worst = max(k.loops, key=lambda l: passes([x for x in k.loops if x.rng is l.rng or l.rng in x.outer]))
+    lanes = min(caps.wgsize[0], caps.wginv) if not k.smem_used else min(caps.wgsize[0] // k.sizes[0], caps.wginv // prod(k.sizes))
     why = "spreading is off (VULKAN_DISABLE=spread)" if not enabled else \
       f"its longest loop ({trip_count(worst.rng)} iterations) cannot be spread over the workgroup: {w}" \
-      if isinstance(w := spreadable(worst, topo), str) else \
-      f"it needs more than {lanes} lanes (maxComputeWorkGroupInvocations {lim.invocations}" + \
+      if isinstance(w := spreadable(worst, sink.toposort()), str) else \
+      f"it needs more than {lanes} lanes (maxComputeWorkGroupInvocations {caps.wginv}" + \
       (", with the kernel's own local dims, which share memory" if k.smem_used else "") + \
-      f") x {lim.budget} passes, even with its innermost loops unrolled {MAX_UNROLL}x"
+      f") x {caps.maxloop} passes, even with its innermost loops unrolled {MAX_UNROLL}x"
     raise CompileError(f"VULKAN: kernel {name} makes up to {need} loop passes per invocation, and this driver stops every loop of an invocation "
-                       f"after {lim.budget} in total (Mesa llvmpipe, gallivm LP_MAX_TGSI_LOOP_ITERATIONS); {why}. Use a GPU driver, or split "
+                       f"after {caps.maxloop} in total (Mesa llvmpipe, gallivm LP_MAX_TGSI_LOOP_ITERATIONS); {why}. Use a GPU driver, or split "
                        "the work into smaller reductions.")
-  if DEBUG >= 3: print(f"{name}: {need} loop passes over the budget of {lim.budget}: {s}")
+  if DEBUG >= 3: print(f"{name}: {need} loop passes over the budget of {caps.maxloop}: {s}")
   if s.trade != (1, 1, 1): sink = trade(sink, k.sizes, k.groups, s.trade)
   for a in s.unrolled:
     k = Kernel.of(sink)
@@ -291,8 +272,6 @@ def fit_loop_budget(sink:UOp, lim:Limits, enabled:bool=True) -> UOp|None:
   if not s.spread: return sink
   k = Kernel.of(sink)
   return spread(sink, [l for l in k.loops if l.rng.arg in s.spread], k.cands, s.lanes)
-
-def special(name:str, size:int) -> UOp: return UOp(Ops.SPECIAL, dtypes.int, (iconst(size),), name)
 
 def trade(sink:UOp, sizes:tuple[int, ...], groups:int, f:tuple[int, int, int]) -> UOp:
   """Local dim d keeps sizes[d] // f[d] invocations; the rest become more workgroups along x. Only for kernels without shared
@@ -306,11 +285,7 @@ def trade(sink:UOp, sizes:tuple[int, ...], groups:int, f:tuple[int, int, int]) -
     hi, rest = rest.alu(Ops.CMOD, iconst(f[d])), rest.alu(Ops.CDIV, iconst(f[d]))
     keep = sizes[d] // f[d]
     sub[specials[f"lidx{d}"]] = hi * iconst(keep) + special(f"lidx{d}", keep) if keep > 1 else hi
-  return rebuild(sink, sub)
-
-def rebuild(sink:UOp, sub:dict[UOp, UOp]) -> UOp:
-  """sink with the nodes in `sub` replaced, the replacements as they are (UOp.substitute rewrites inside them too)."""
-  return rewire(sink, sink.toposort(), sub, {}, {}, 0)
+  return sink.substitute(sub, walk=True)   # walk: the replacements are taken as they are, not rewritten again
 
 def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
   """Loop l running k iterations per pass, as tinygrad's UNROLL of a reduce does it: acc = acc <op> (x(r*k) <op> ... <op> x(r*k+k-1)).
@@ -321,30 +296,26 @@ def unroll(sink:UOp, l:Loop, accs:tuple[Acc, ...], k:int) -> UOp:
   r = UOp(Ops.RANGE, dt, (trip,), l.rng.arg)
   first = r * iconst(k, dt)
   ops = {a.buf: a.op for a in accs}
-  new: dict[UOp, UOp] = {}
-  for x in sink.toposort():
-    if x is l.rng: continue
-    src = tuple((r if x.op in (Ops.AFTER, Ops.END) and j else first) if s is l.rng else new[s] for j, s in enumerate(x.src))
-    if x.op is Ops.STORE and l.rng in x.ranges:   # an accumulator update: its term gets the other k-1 iterations
-      t, op = _term(x), ops[x.src[0].buf_uop]
-      terms = [new[t]]
-      for u in range(1, k):
-        i = first + iconst(u, dt)
-        if exact: terms.append(rebuild(t, {l.rng: i}))
-        else: terms.append(i.alu(Ops.CMPLT, n).where(rebuild(t, {l.rng: i.alu(Ops.CMPLT, n).where(i, n - iconst(1, dt))}), _identity(op, t.dtype)))
-      total = functools.reduce(lambda a, b: a.alu(op, b), terms)
-      def top(y:UOp) -> UOp: return total if y is t else new[y]
-      val = x.src[1]
-      val = val.replace(src=(val.src[0].replace(src=tuple(map(top, val.src[0].src))), *map(top, val.src[1:]))) if val.op is Ops.WHERE else \
-        val.replace(src=tuple(map(top, val.src)))
-      src = (src[0], val)
-    new[x] = x.replace(src=src) if any(a is not b for a, b in zip(src, x.src)) else x
-  return new[sink]
+  def more_terms(x:UOp, nx:UOp) -> UOp:   # an accumulator update: its term gets the other k-1 iterations
+    if x.op is not Ops.STORE or l.rng not in x.ranges: return nx
+    t, nt, op = _term(x), _term(nx), ops[x.src[0].buf_uop]
+    terms = [nt]
+    for u in range(1, k):
+      i = first + iconst(u, dt)
+      if exact: terms.append(t.substitute({l.rng: i}, walk=True))
+      else: terms.append(i.alu(Ops.CMPLT, n).where(t.substitute({l.rng: i.alu(Ops.CMPLT, n).where(i, n - iconst(1, dt))}, walk=True),
+                                                   _identity(op, t.dtype)))
+    total = functools.reduce(lambda a, b: a.alu(op, b), terms)
+    def top(y:UOp) -> UOp: return total if y is nt else y
+    val = nx.src[1]
+    val = val.replace(src=(val.src[0].replace(src=tuple(map(top, val.src[0].src))), *map(top, val.src[1:]))) if val.op is Ops.WHERE else \
+      val.replace(src=tuple(map(top, val.src)))
+    return nx.replace(src=(nx.src[0], val))
+  return rewire(sink, sink.toposort(), {l.rng: r}, {l.rng: first}, more_terms)
 
 def spread(sink:UOp, chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lanes:int) -> UOp:
   topo = sink.toposort()
-  specials = {u.arg: u for u in topo if u.op is Ops.SPECIAL and u.arg[0] == "l"}
-  sizes = [int(specials[f"lidx{d}"].src[0].vmax) if f"lidx{d}" in specials else 1 for d in range(3)]
+  specials, sizes = dims(topo, "l")
   # the lane is the fastest-moving part of local x, so neighbouring lanes read neighbouring elements
   if "lidx0" in specials:
     wide = special("lidx0", sizes[0] * lanes)
@@ -352,40 +323,41 @@ def spread(sink:UOp, chosen:list[Loop], cands:dict[UOp, tuple[Acc, ...]], lanes:
   else: lane, old_l0 = special("lidx0", lanes), iconst(0)
   l1, l2 = (specials[n] if n in specials else iconst(0) for n in ("lidx1", "lidx2"))
   flat = old_l0 + iconst(sizes[0]) * (l1 + iconst(sizes[1]) * l2)       # the invocation's place among the original locals
-  axis = max((u.arg[0] for u in topo if u.op is Ops.RANGE), default=0) + 1
-  slot = max((u.arg.slot for u in topo if u.op is Ops.BUFFER), default=-1) + 1
-  ctl: dict[UOp, UOp] = {}       # spread RANGE -> its new RANGE (where a loop is opened or closed)
-  val: dict[UOp, UOp] = {}       # spread RANGE -> the iteration it stands for (where its value is used)
-  exits: dict[UOp, tuple[Acc, UOp, UOp, UOp, int]] = {}
-  for l in chosen:
-    ctl[l.rng], val[l.rng] = spread_range(l.rng, lane, lanes)
-    for acc in cands[l.rng]:
-      total = acc.buf.max_numel() * prod(sizes)
-      smem = UOp.placeholder((total * lanes,), acc.buf.dtype, slot, AddrSpace.LOCAL)
-      slot, axis = slot + 1, axis + 1
-      for e in acc.exits: exits[e] = (acc, smem, lane, flat * iconst(acc.buf.max_numel() * lanes), lanes)
-  if "lidx0" in specials: ctl[specials["lidx0"]] = old_l0
   lane0 = lane.alu(Ops.CMPEQ, iconst(0))
   def one_stores(u:UOp, nu:UOp) -> UOp:   # every lane holds the same value: one stores
     if u.op is not Ops.STORE or u.src[0].addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL): return nu
     return nu.replace(src=nu.src[:2] + ((nu.src[2] & lane0) if len(nu.src) > 2 else lane0,))
-  return rewire(sink, topo, ctl, val, exits, axis, one_stores)
+  # axes for the combine loops: unique, past every RANGE's (and one per accumulator)
+  axis = next_axis(topo) + sum(len(cands[l.rng]) for l in chosen)
+  return spread_loops(sink, topo, [(l, cands[l.rng], lane, flat, lanes) for l in chosen], prod(sizes) * lanes, axis,
+                      {specials["lidx0"]: old_l0} if "lidx0" in specials else {}, one_stores)
 
-def rewire(sink:UOp, topo:dict[UOp, None]|list[UOp], ctl:dict[UOp, UOp], val:dict[UOp, UOp], exits:dict[UOp, tuple[Acc, UOp, UOp, UOp, int]],
-           axis:int, fix=lambda u, nu: nu) -> UOp:
-  """sink with each node in ctl replaced: a spread RANGE by its new RANGE where a loop is opened or closed (END, AFTER), by the
-  iteration it stands for (val) where its value is used; each accumulator's exit combined over the lanes (exits: node -> (acc,
-  smem, lane, base, lanes)); fix(node, rebuilt node) may change any node."""
+def spread_loops(sink:UOp, topo:dict[UOp, None], chosen:list[tuple[Loop, tuple[Acc, ...], UOp, UOp, int]], invocations:int, axis:int,
+                 ctl:dict[UOp, UOp], fix=lambda u, nu: nu) -> UOp:
+  """Each chosen (loop, its accumulators, lane, group, lanes) spread over `lanes` lanes, each accumulator's exits combined over
+  them through shared memory for `invocations` invocations (a group's partials at group * elements * lanes)."""
+  slot = max((u.arg.slot for u in topo if u.op is Ops.BUFFER), default=-1) + 1
+  val: dict[UOp, UOp] = {}
+  exits: dict[UOp, tuple[Acc, UOp, UOp, UOp, int]] = {}
+  for l, accs, lane, group, lanes in chosen:
+    ctl[l.rng], val[l.rng] = spread_range(l.rng, lane, lanes)
+    for acc in accs:
+      smem = UOp.placeholder((acc.buf.max_numel() * invocations,), acc.buf.dtype, slot, AddrSpace.LOCAL)
+      slot += 1
+      for e in acc.exits: exits[e] = (acc, smem, lane, group * iconst(acc.buf.max_numel() * lanes), lanes)
+  return rewire(sink, topo, ctl, val, fix, exits, axis)
+
+def rewire(sink:UOp, topo:dict[UOp, None], ctl:dict[UOp, UOp], val:dict[UOp, UOp], fix=lambda u, nu: nu,
+           exits:dict[UOp, tuple[Acc, UOp, UOp, UOp, int]]|None=None, axis:int=0) -> UOp:
+  """sink with each node in ctl replaced as it is, but a RANGE also in val by its val node where its value is used (by its new RANGE
+  in ctl where a loop is opened or closed: END, AFTER); fix(node, rebuilt node) may change any node; each exit is combined."""
   new: dict[UOp, UOp] = {}
   for u in topo:
     if u in ctl:
       new[u] = ctl[u]
       continue
     src = tuple(ctl[s] if s in ctl and (u.op in (Ops.END, Ops.AFTER) and i > 0) else val[s] if s in val else new[s] for i, s in enumerate(u.src))
-    nu = fix(u, u.replace(src=src) if any(a is not b for a, b in zip(src, u.src)) else u)
-    if u in exits: nu, axis = combine(nu, *exits[u], axis), axis + 1
+    nu = fix(u, u.replace(src=src))
+    if exits and u in exits: nu, axis = combine(nu, *exits[u], axis), axis + 1
     new[u] = nu
   return new[sink]
-
-def fit_budget(sink:UOp, caps:Caps) -> UOp|None:
-  return fit_loop_budget(sink, Limits.of(caps), "spread" in caps) if caps.maxloop else None

@@ -1,34 +1,24 @@
-"""8- and 16-bit types on devices without 8/16-bit storage or arithmetic: buffers in 32-bit words, values in 32 bits.
+"""8- and 16-bit types on devices without 8/16-bit storage or arithmetic (buffers in 32-bit words, values in 32 bits), and int64
+as 32-bit pairs without shaderInt64: like tinygrad's WGSL renderer, but a UOp pass both renderers run (`pack`, in SINK_PASSES).
 
-Like tinygrad's WGSL renderer, but as a UOp pass both renderers run (`pack`, in kernel.py's SINK_PASSES). A dtype is packed when
-the device lacks its feature (`packed_dtypes`): bool without storageBuffer8BitAccess, char/uchar without shaderInt8 (+ 8-bit
-storage), short/ushort without shaderInt16 (+ 16-bit storage).
+A dtype is packed when the device lacks its feature (FLAG). A packed integer value is held in 32 bits, char/short sign-extended in
+an int, uchar/ushort zero-extended in a uint: phase 1 moves every ALU op on it to the 32-bit type between casts, then phase 2 makes
+each cast into the narrow type the wrap of its 32-bit value (skipped where its bounds fit) and the narrow loads, stores,
+constants and registers 32-bit ones (it changes dtypes, so it runs once phase 1 has seen every narrow op).
 
-Values: a packed integer is held in 32 bits, char/short sign-extended in an int, uchar/ushort zero-extended in a uint. First
-every ALU op on such a type is moved to the 32-bit type between casts (phase 1), then each cast into the narrow type becomes
-the wrap of its 32-bit value (skipped where the value's bounds already fit) and the narrow loads, stores, constants and
-register buffers become 32-bit ones (phase 2). Phase 2 changes dtypes, so it runs after phase 1 has seen every narrow op.
-
-Memory: a packed buffer (a global PARAM or a LOCAL BUFFER keeping its dtype, its size rounded up to whole words) is accessed
-only through its word view, and so is any 8/16-bit view (BITCAST/SHRINK chain) of another buffer. What the renderer gets:
-  * INDEX(BITCAST(B, uint), word), the BITCAST tagged "words" (`is_word_access`): word `word` of buffer B's memory. B is a
-    PARAM (maybe under AFTER) or a LOCAL BUFFER under AFTER. When B's elements are under 4 bytes, `word` counts from the start
-    of B's binding: it already contains the view's element offset CUSTOMI("_o{0}", slot) (int, in B's elements,
-    `view_offset`; a whole number of words, abi.py WORD_VIEW) and the renderer adds nothing; with 4- and 8-byte elements B's
-    own offset is added by the renderer, as for any uint view of B.
-    Packed buffers are declared as arrays of uint (LOCAL: size * itemsize / 4 words).
-  * LOAD of such an INDEX (uint), gated as LOAD(idx, 0u, gate); fields are cut out with shifts and masks. A field that may
-    straddle two words (a 2- or 4-byte view at an odd byte) also reads the next word, under a gate.
-  * a store of a field is STORE(idx, (LOAD(idx) & keep) | field[, gate]) (`| field` folded away when it is 0): a
-    read-modify-write that renderers emit as atomicAnd(word, keep) then atomicOr(word, field), so fields of the same word
-    stored by other invocations at the same time are kept. Whole aligned words are plain stores.
-Only 32-bit types, shifts, masks and uint atomics and/or are needed. 8-byte views of packed memory are refused.
-
-Without shaderInt64 the pass also splits every 64-bit integer op into 32-bit pairs, with tinygrad's int-pair rules
-(`pm_long_decomp`): the renderers declare long supported (so tinygrad's tests of it run) and tinygrad leaves it to this pass,
-which also sees the ops its late decompositions add (float64 sin; float32/half sin has its own 32-bit reduction,
-renderer/sin32.py). A 64-bit scalar var, which tinygrad's rules cannot split (their buffer rule takes it for a buffer), reaches
-the kernel as its two 32-bit push-constant words: CUSTOMI(VAR_WORD, var, w) (`var_words`).
+A packed buffer (a global PARAM or a LOCAL BUFFER keeping its dtype, its size rounded up to whole words) and any 8/16-bit view
+(BITCAST/SHRINK chain) of another buffer are accessed through words, with 32-bit shifts, masks and uint atomics only:
+  * INDEX(BITCAST(B, uint), word), the BITCAST tagged "words" (`is_word_access`): word `word` of the memory of B, a PARAM (maybe
+    under AFTER) or a LOCAL BUFFER under AFTER, declared as uint words when packed. With B's elements under 4 bytes `word` already
+    holds the view's element offset (`view_offset`: a whole number of words, abi.py WORD_VIEW); with 4/8-byte elements the
+    renderer adds B's offset, as for any uint view of B.
+  * LOAD of such an INDEX (uint), gated as LOAD(idx, 0u, gate). A field that may straddle two words reads the next one too.
+  * a field store STORE(idx, (LOAD(idx) & keep) | field[, gate]) (`read_modify_write`), emitted as atomicAnd(word, keep) then
+    atomicOr(word, field) so that the fields other invocations store into the word at once are kept. Whole aligned words are
+    plain stores; 8-byte views of packed memory are refused.
+int64: tinygrad's int-pair rules (`pm_long_decomp`) run here, where they also see what its late decompositions add (float64 sin;
+float32/half sin has its own 32-bit reduction, sin32.py), and the renderers declare long supported (tinygrad's tests of it run). A
+64-bit scalar var, which those rules take for a buffer, reaches the kernel as its two push-constant words (`var_words`).
 """
 from __future__ import annotations
 import functools, math
@@ -47,22 +37,20 @@ STORAGE_FLAG = {1: "s8", 2: "s16"}   # what plain (unpacked) 8/16-bit accesses o
 
 @functools.cache
 def packed_dtypes(caps) -> frozenset[DType]: return frozenset(dt for dt, f in FLAG.items() if f not in caps)
-
 VIEW_OFFSET = "_o{0}"
 VAR_WORD = "{0}[{1}]"   # word {1} of a 64-bit var {0} declared as uint[2] (without shaderInt64)
 def view_offset(param:UOp) -> UOp:
-  """The element offset of the view bound at this PARAM, known at launch: CUSTOMI("_o{0}", slot), which renderers read from the
-  push constants as they do for any access of the slot (`_o<slot>`, abi.py)."""
+  """The element offset of the view bound at this PARAM, which renderers read from the push constants (`_o<slot>`, abi.py)."""
   return UOp(Ops.CUSTOMI, dtypes.int, (UOp.const(param.arg.slot, dtypes.int),), VIEW_OFFSET)
 
-# ---- phase 1: narrow ALU ops computed in 32 bits
-
-def _alu_in_32(x:UOp) -> UOp:
+# phase 1: narrow ALU ops computed in 32 bits
+def _alu_in_32(ctx, x:UOp) -> UOp|None:
+  if x.dtype not in packed_dtypes(ctx): return None
   w = INT32_OF[x.dtype]
   return UOp(x.op, w, tuple(s.cast(w) if s.dtype == x.dtype else s for s in x.src), x.arg).cast(x.dtype)
+phase1 = PatternMatcher([(UPat(GroupOp.ALU, dtype=NARROW, name="x"), _alu_in_32)])
 
-# ---- phase 2: narrow values become 32-bit, memory goes through words
-
+# phase 2: narrow values become 32-bit, memory goes through words
 def sign_extend(bits:UOp, width:int) -> UOp:
   # shifted as uint and bitcast, so that the bounds tinygrad infers for the result are right ([-2^(width-1), 2^(width-1)))
   return (bits.cast(dtypes.uint) << (32 - width)).bitcast(dtypes.int) >> (32 - width)
@@ -81,17 +69,15 @@ def _to_narrow(x:UOp) -> UOp:
   return wrap(s.cast(w), x.dtype)
 
 def word_array(caps, bidx:UOp) -> UOp|None:
-  """For a word access of a buffer B of 1/2-byte elements or a LOCAL buffer, whose word index holds the view offset already: B.
-  None for other accesses, and for word accesses of 4/8-byte global buffers, which are addressed as any uint view of B (adding
-  B's view offset). B's own declaration is words when it is packed or LOCAL; otherwise the words are a uint alias of B."""
+  """B, for a word access of a buffer B of 1/2-byte elements or a LOCAL one (its word index holds the view offset already); None for
+  other accesses. B is declared as words when it is packed or LOCAL, else the words are a uint alias of B."""
   if not is_word_access(bidx): return None
   base = bidx.src[0].src[0]
   if base.op is Ops.AFTER: base = base.src[0]
   return base if base.op is Ops.BUFFER or base.dtype in packed_dtypes(caps) or base.dtype.itemsize < 4 else None
 
 def read_modify_write(bidx:UOp, v:UOp) -> tuple[UOp, UOp|None]|None:
-  """(keep, field) when STORE(bidx, v) stores a field of a word shared with other invocations: v is (LOAD(bidx) & keep) | field
-  (`| field` may be folded away). Renderers emit atomicAnd(word, keep) then atomicOr(word, field)."""
+  """(keep, field) when STORE(bidx, v) is a field store, v = (LOAD(bidx) & keep) | field (`| field` maybe folded away)."""
   if not is_word_access(bidx): return None
   for masked, field in ((v, None),) + (((v.src[0], v.src[1]), (v.src[1], v.src[0])) if v.op is Ops.OR else ()):
     if masked.op is Ops.AND:
@@ -111,17 +97,18 @@ def _below_word(u:UOp) -> UOp:
   parts = [_below_word(x) for x in u.src if multiple_of(x) % 4]
   return parts[0] + parts[1] if len(parts) == 2 else parts[0] if parts else UOp.const(0, u.dtype)
 
-def _locate(bidx:UOp) -> tuple[UOp, UOp, UOp, int]:
-  """(word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is known to have).
-  A 1/2-byte PARAM's view offset is a whole number of words (abi.py WORD_VIEW): the shift depends on the index inside the view only."""
+def _locate(bidx:UOp) -> tuple[int, UOp, UOp, UOp, int]:
+  """(field size in bytes, word view, word index, bit shift of the field in that word, alignment in bytes the field's offset is
+  known to have). A 1/2-byte PARAM's view offset is a whole number of words (abi.py WORD_VIEW): the shift depends on the index
+  inside the view only."""
+  if bidx.dtype.itemsize > 4:
+    raise CompileError(f"VULKAN: no {bidx.dtype} view of a buffer packed in 32-bit words ({bidx.src[0].dtype} needs its 8/16-bit feature)")
   base, terms, deps = chain(bidx)
   byte = sum((i.cast(dtypes.int) * s if s > 1 else i.cast(dtypes.int) for i, s in reversed(terms)), UOp.const(0, dtypes.int))
   word = byte + view_offset(base) * base.dtype.itemsize if base.op is Ops.PARAM and base.dtype.itemsize < 4 else byte
   view = (base.after(*deps) if deps else base).bitcast(dtypes.uint).rtag(WORDS)
-  return view, word >> 2, ((_below_word(byte) & 3) << 3).cast(dtypes.uint), min(min(s for _, s in terms), 4)
-
+  return bidx.dtype.itemsize, view, word >> 2, ((_below_word(byte) & 3) << 3).cast(dtypes.uint), min(min(s for _, s in terms), 4)
 def _mask(k:int) -> int: return (1 << 8*k) - 1
-
 def _bits(v:UOp, dt:DType) -> UOp:
   """The stored bits (uint) of the value v of dtype dt (narrow types are already 32-bit here)."""
   if dt == dtypes.bool: return v.where(UOp.const(1, dtypes.uint), UOp.const(0, dtypes.uint))
@@ -134,16 +121,11 @@ def _value(bits:UOp, dt:DType) -> UOp:
   if dt.itemsize == 2: return bits.cast(dtypes.ushort).bitcast(dt)
   return bits.bitcast(dt)
 
-def _size(dt:DType, bidx:UOp) -> int:
-  if dt.itemsize > 4: raise CompileError(f"VULKAN: no {dt} view of a buffer packed in 32-bit words ({bidx.src[0].dtype} needs its 8/16-bit feature)")
-  return dt.itemsize
-
 def packed_load(ctx, ld:UOp) -> UOp|None:
   if ld.src[0].op is Ops.SHRINK: return _devectorize_load(ctx, ld)
   if not _needs_words(ctx, bidx := ld.src[0]): return None
   dt, gate = bidx.dtype, ld.src[2:]
-  k = _size(dt, bidx)
-  view, word, sh, align = _locate(bidx)
+  k, view, word, sh, align = _locate(bidx)
   w0 = view.index(word).load(*((UOp.const(0, dtypes.uint), *gate) if gate else ()))
   bits = w0 if k == 4 and align == 4 else w0 >> sh
   if align < k:   # the field may continue in the next word
@@ -165,8 +147,7 @@ def packed_store(ctx, st:UOp) -> UOp|None:
   if bidx.op is Ops.SHRINK: return _devectorize_store(ctx, st)
   if not _needs_words(ctx, bidx): return None
   dt, gate = bidx.dtype, (g[0] if g else None)
-  k = _size(dt, bidx)
-  view, word, sh, align = _locate(bidx)
+  k, view, word, sh, align = _locate(bidx)
   bits = _bits(v, dt)
   if k == 4 and align == 4: return view.index(word).store(bits, gate)
   m, ones = UOp.const(_mask(k), dtypes.uint), UOp.const(0xFFFFFFFF, dtypes.uint)
@@ -179,7 +160,6 @@ def packed_store(ctx, st:UOp) -> UOp|None:
   return UOp.group(*stores)
 
 def _lane_indexes(sh:UOp) -> list[UOp]: return [sh.src[0].index(sh.src[1] + j if j else sh.src[1]) for j in range(sh.max_numel())]
-
 def _devectorize_load(ctx, ld:UOp) -> UOp|None:
   sh = ld.src[0]
   if not _needs_words(ctx, (lanes := _lane_indexes(sh))[0]): return None
@@ -206,9 +186,6 @@ def _narrow_value(ctx, x:UOp) -> UOp|None:
   if x.op is Ops.BUFFER: return x.replace(dtype=INT32_OF[x.dtype], arg=replace(x.arg, dtype=INT32_OF[x.dtype]))   # registers
   return None
 
-phase1 = PatternMatcher([
-  (UPat(GroupOp.ALU, dtype=NARROW, name="x"), lambda ctx,x: _alu_in_32(x) if x.dtype in packed_dtypes(ctx) else None),
-])
 phase2 = PatternMatcher([
   (UPat(Ops.LOAD, name="ld"), packed_load),
   (UPat(Ops.STORE, name="st"), packed_store),

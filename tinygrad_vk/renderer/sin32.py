@@ -1,19 +1,14 @@
-"""sin without 64-bit integers: tinygrad's xsin with the Payne-Hanek reduction done in 32-bit words.
-
-tinygrad reduces float32 arguments past 30 with Payne-Hanek in uint64 arithmetic, and adds it after its own int64 emulation ran;
-split into int pairs afterwards it grows a sin into ~20000 UOps (its 64-bit division is bit-serial). Here the same reduction
-works on (hi, lo) uint32 pairs: the 2/pi bits are shifted with 32-bit shifts and x * 2/pi is three 32x32 -> 64-bit products
-from 16-bit halves. Renderers of devices without shaderInt64 keep SIN (`sin32_matcher` then lowers it in their final rewrite).
+"""sin without 64-bit integers: tinygrad's xsin with the Payne-Hanek reduction on (hi, lo) uint32 pairs, the 2/pi bits shifted
+with 32-bit shifts and x * 2/pi as three 32x32 -> 64-bit products of 16-bit halves. tinygrad's reduction uses uint64 and comes
+after its own int64 emulation ran: split into int pairs later it grows a sin into ~20000 UOps (its 64-bit division is bit-serial).
+Renderers of devices without shaderInt64 keep SIN, and `sin32_matcher` lowers it in their final rewrite.
 """
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import UOp, UPat, Ops, PatternMatcher
-from tinygrad.codegen.decomp.transcendental import (_lazy_map_numbers, frexp, cody_waite_reduction, sin_poly_small, sin_poly_large,
-                                                    xsin)
+from tinygrad.codegen.decomp.transcendental import _lazy_map_numbers, frexp, cody_waite_reduction, sin_poly_small, sin_poly_large, xsin
 
 TWO_OVER_PI = [0x00000000, 0x28be60db, 0x9391054a, 0x7f09d5f4, 0x7d4d3770, 0x36d8a566, 0x4f10e410]   # 2/pi, 32 bits a word
-
 def _u(v:int) -> UOp: return UOp.const(v, dtypes.uint)
-
 def mul32(a:UOp, b:UOp) -> tuple[UOp, UOp]:
   """(high, low) words of the 64-bit product of two uint32."""
   a0, a1, b0, b1 = a & 0xFFFF, a >> 16, b & 0xFFFF, b >> 16
@@ -34,9 +29,7 @@ def payne_hanek32(d:UOp) -> tuple[UOp, UOp]:
   a = [take(k) for k in range(4)]
   hi, mi, lo = [(a[k] << sh) | ((a[k + 1] >> 1) >> (31 - sh)) for k in range(3)]   # a >> (32 - sh), also for sh = 0
   # p = (ia*hi << 32) + ia*mi + (ia*lo >> 32), mod 2^64, as (p1, p0)
-  hi1, hi0 = mul32(ia, hi)
-  mi1, mi0 = mul32(ia, mi)
-  lo1, _ = mul32(ia, lo)
+  (_, hi0), (mi1, mi0), (lo1, _) = mul32(ia, hi), mul32(ia, mi), mul32(ia, lo)
   p0 = mi0 + lo1
   p1 = hi0 + mi1 + (p0 < mi0).cast(dtypes.uint)
   q = (p1 >> 30).cast(dtypes.int)

@@ -1,16 +1,12 @@
-"""Bigger register tiles for the reductions of a driver whose loads are dearer than its arithmetic (llvmpipe), for every renderer.
+"""Bigger register tiles for reductions on a driver whose loads are dearer than its arithmetic (llvmpipe), for every renderer.
 
-tinygrad's heuristic stops at 4x4 outputs per invocation (two upcasts of at most 4), and its optimizer has no hook for a backend's
-tile size. On llvmpipe a load costs a SIMD vector several FMAs even through a texel buffer, so a matmul is bound by its loads per
-output: an 8x8 tile reads each loaded value twice as often (docs/capabilities.md "register tiles"). The cap is 8x8 (TILE_REGS):
-tinygrad's eager launch walks the whole program's UOps on every call (lower_and_compile's substitute), so a bigger kernel costs
-each call more host time. `tile` (last of kernel.py's SINK_PASSES: it takes the kernel the other passes leave)
-coarsens a kernel that reduces in loops: invocation (gidx_d = 2x + c) does the work of two, c = 0 and 1, in one body. Loads that do
-not depend on gidx_d become one (the UOp graph is hash-consed), the copies' accumulators are REG buffers of their own and their
-loop bodies share each loop (one END). It doubles along the launch dimension whose loads the two copies share most, while the
-accumulators stay within TILE_REGS and enough workgroups stay for the driver's threads. Only on devices with the "tile" flag
-(llvmpipe); `VULKAN_DISABLE=tile` turns it off. Kernels with shared memory or barriers are left alone: their workgroups share
-memory by gidx.
+tinygrad's heuristic stops at 4x4 outputs per invocation and its optimizer has no hook for a backend's tile size. On llvmpipe a
+load costs a SIMD vector several FMAs, so a matmul is bound by its loads per output, which an 8x8 tile halves (docs/capabilities.md
+"register tiles"). `tile` (last of kernel.py's SINK_PASSES) makes an invocation (gidx_d = 2x + c) do the work of two, c = 0 and
+1, in one body: loads that do not depend on gidx_d become one (the graph is hash-consed), each copy has its own REG accumulators
+and both share each loop (one END). It doubles along the launch dim whose loads the copies share most, while the accumulators fit
+TILE_REGS and enough workgroups stay for the driver's threads. Only with the "tile" flag (VULKAN_DISABLE=tile); kernels with
+shared memory or barriers are left alone: their workgroups share memory by gidx.
 """
 from __future__ import annotations
 from dataclasses import replace
@@ -20,11 +16,11 @@ from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
 from tinygrad_vk.renderer.loops import iconst, special
 
-TILE_REGS = 64       # accumulator elements per invocation at most (an 8x8 tile)
+# accumulator elements per invocation at most (an 8x8 tile): tinygrad's eager launch walks the whole program's UOps on every call
+# (lower_and_compile's substitute), so a bigger kernel costs each call more host time
+TILE_REGS = 64
 MAX_UOPS = 6000      # a kernel this big is not doubled again: compile time grows with it
-
 def _flat(srcs) -> tuple[UOp, ...]: return tuple(dict.fromkeys(x for s in srcs for x in (s.src if s.op is Ops.GROUP else (s,))))
-
 def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   """Each invocation does the work of two along g: gidx = 2 * gidx' + c for c = 0, 1."""
   half = special(g.arg, int(g.src[0].arg) // 2)
