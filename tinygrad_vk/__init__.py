@@ -11,14 +11,12 @@ import sys, importlib.abc, importlib.machinery
 DEFAULT_MAX_BUFS = 31
 
 class _DeviceMaxBufs(dict):
-  """tinygrad's DEVICE_MAX_BUFS (the buffers one kernel may bind, read by its scheduler), whose VULKAN entries come from the device:
-  one under what a kernel can take (renderer/abi.py `max_kernel_bufs`: the view offsets the push constants hold; never the
-  descriptor count, which windows get past, so every device schedules the same kernels). tinygrad's own check (schedule/rangeify.py
-  `_limit_bufs`) already counts the output: it splits an elementwise op whose inputs pass DEVICE_MAX_BUFS - 1, so DEVICE_MAX_BUFS
-  is meant as the kernel's total. That check is best effort (it looks at one op's inputs, and cannot split everywhere: two-output
-  kernels, ops it has no split for), so one buffer is kept in reserve.
-  The scheduler reads it before anything else opens the device, so the first look-up of a VULKAN device string opens it.
-  tinygrad looks it up by the raw device string ("VULKAN:1") for single-device kernels, by "VULKAN" for multi-device ones."""
+  """tinygrad's DEVICE_MAX_BUFS (the buffers one kernel may bind, output included), whose VULKAN entries come from the device: one
+  under what a kernel can take (renderer/abi.py `max_kernel_bufs`: the view offsets the push constants hold; never the descriptor
+  count, which windows get past, so every device schedules the same kernels). One is kept in reserve because tinygrad's split
+  (schedule/rangeify.py `_limit_bufs`) is best effort: it looks at one op's inputs and cannot split everywhere. The scheduler reads
+  it before anything else opens the device, so the first look-up of a VULKAN device string ("VULKAN:1" for single-device kernels,
+  "VULKAN" for multi-device ones) opens it."""
   def get(self, key, default=None):
     if isinstance(key, str) and key.split(":")[0] == "VULKAN" and key not in self:
       from typing import cast

@@ -18,16 +18,14 @@ def profile_changes(phys) -> list[str]:
                 if getattr(real, k) != getattr(prof, k)]
 
 def unsupported(phys, caps) -> list[str]:
-  """What this device cannot do, explicitly."""
   out, prof, own = [], apply_profile(phys.real_caps(), env_text("VULKAN_PROFILE")), phys.caps()
   for flag, what in FLAGS.items():
     if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
                                                     " (VULKAN_DISABLE)" if flag in prof and flag not in own else
                                                     " (another device of VULKAN_DEVICES has not)" if flag in own else ""))
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (the driver's loop limiter, measured: "
-                              "llvmpipe before Mesa 25.0): longer "
-                              "reductions are spread over the workgroup; a long loop that is not a reduction into registers, or a "
-                              f"reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
+                              "llvmpipe before Mesa 25.0): longer reductions are spread over the workgroup; a long loop that is not a reduction "
+                              f"into registers, or a reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
   if "bda" not in caps: out.append(f"a buffer over maxStorageBufferRange ({size(caps.range)}) goes in pieces of workgroups or through "
                                     f"several windows (renderer/abi.py); refused where they need more than {caps.bufs} descriptors")
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
@@ -40,10 +38,8 @@ def unsupported(phys, caps) -> list[str]:
   return out
 
 def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
-  from tinygrad_vk.instance import DEVICE_TYPES
+  from tinygrad_vk.instance import DEVICE_TYPES, PORTABILITY_SUBSET, instance
   from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
-  from tinygrad_vk.instance import PORTABILITY_SUBSET
-  from tinygrad_vk.instance import instance
   caps, lim = instance().caps(phys), phys.limits
   rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
           ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),

@@ -34,11 +34,13 @@ FLAGS = {
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
 REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
-# VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that depend on it with it
-DISABLE_GROUPS = {"f16": ("f16", "nan16"), "i16": ("i16", "f16", "nan16"), "s16": ("s16", "f16", "i16", "nan16"), "i8": ("i8",),
-                  "s8": ("s8", "i8"), "i64": ("i64",), "f64": ("f64", "nan64"), "nan": ("nan16", "nan32", "nan64"), "bda": ("bda",),
-                  "vec": ("vec",), "spread": ("spread",), "hoist": ("hoist",), "fillx": ("fillx",),
-                  "texel": ("texel",), "tile": ("tile",), "share": ("share",)}
+def with_requirements(flags:set[str]) -> set[str]:
+  out = set(flags)
+  while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more
+  return out
+# VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
+DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
+                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist fillx texel tile share".split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -77,22 +79,15 @@ class Caps:
     return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags"])
 
   @staticmethod
-  def decode(arch:str) -> Caps:
-    kw: dict = {}
-    flags = set()
-    for tok in filter(None, arch.split(",")):
-      if "=" not in tok:
-        flags.add(tok)
-        continue
-      k, v = tok.split("=", 1)
-      if k in {"wgsize", "wgcount"}: kw[k] = tuple(int(x) for x in v.split("."))
-      elif k in {f.name for f in fields(Caps)}: kw[k] = int(v)
-    return Caps(frozenset(flags), **kw)
+  def decode(arch:str) -> Caps:   # unknown keys are ignored, missing ones take the defaults
+    toks, names = [t.split("=", 1) for t in arch.split(",") if t], {f.name for f in fields(Caps)}
+    kw: dict = {k: tuple(int(x) for x in v.split(".")) if k in ("wgsize", "wgcount") else int(v) for k, v in (t for t in toks if len(t) == 2)
+                if k in names}
+    return Caps(frozenset(t[0] for t in toks if len(t) == 1), **kw)
 
 # the SPIR-V a kernel is emitted in and spirv-val/glslang's target environment, by the Vulkan version in use. Vulkan 1.1 takes
-# SPIR-V up to 1.3: there 8-bit storage, float controls and physical storage buffers are SPV_KHR_* extensions the kernel declares.
-# From Vulkan 1.2 on kernels are SPIR-V 1.5, where they are core: no extension declarations, and the modules on Vulkan 1.2+
-# devices stay what they were (SPIR-V 1.6 would buy a compute kernel nothing).
+# SPIR-V up to 1.3, where 8-bit storage, float controls and physical storage buffers are SPV_KHR_* extensions the kernel declares;
+# from Vulkan 1.2 on kernels are SPIR-V 1.5, where they are core (SPIR-V 1.6 would buy a compute kernel nothing).
 @dataclass(frozen=True)
 class SpirvTarget:
   env: str                   # glslang --target-env / spirv-val --target-env
@@ -101,8 +96,7 @@ class SpirvTarget:
   def word(self) -> int: return self.version[0] << 16 | self.version[1] << 8   # the module header's version word
   @property
   def name(self) -> str: return f"SPIR-V {self.version[0]}.{self.version[1]} (target environment {self.env})"
-  def core(self, ext:str) -> bool:
-    """Whether SPIR-V extension `ext` (which we use) is core in this version: nothing to declare."""
+  def core(self, ext:str) -> bool:   # SPIR-V extension `ext` is core in this version: nothing to declare
     return self.version >= {"SPV_KHR_16bit_storage": (1, 3), "SPV_KHR_storage_buffer_storage_class": (1, 3), "SPV_KHR_float_controls": (1, 4),
                             "SPV_KHR_8bit_storage": (1, 5), "SPV_KHR_physical_storage_buffer": (1, 5)}[ext]
 
@@ -122,13 +116,12 @@ def disabled_flags(spec:str) -> set[str]:
     out.update(DISABLE_GROUPS[name])
   return out
 
-# VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, and
-# only ever lowers what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a
-# flag name is a profile granting just that flag (VULKAN_PROFILE=min,bda). Renderer and runtime paths are not device features, and
-# what probe.py measured is what the driver really does: every profile keeps them. A profile's `vk` also lowers the API version the
-# instance and device are created with, so on a newer driver the validation layer checks that version's rules (structs, entry points, SPIR-V version).
-# Every value is the device class's own, from the public source named in docs/capabilities.md ("Profiles"); a limit the source
-# does not give is left at the device's. Flags follow REQUIRES: shaderInt16 without 16-bit storage is no flag.
+# VULKAN_PROFILE=<name>[,<name>...] makes a device behave like a poorer one: a profile grants feature flags and caps limits, never
+# raising what the device has. With several profiles a flag is on if any grants it and each limit is the tightest; a flag name is a
+# profile granting just that flag (VULKAN_PROFILE=min,bda). Every profile keeps the renderer and runtime paths and what probe.py
+# measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
+# the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
+# docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
 RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "texel", "tile", "share", "denorm"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
@@ -172,11 +165,6 @@ def profile_vk(spec:str) -> int|None:
   """The Vulkan version VULKAN_PROFILE=<spec> creates the instance with (the lowest of its profiles'), None when it sets none."""
   return min((PROFILES[n][1]["vk"] for n in profile_names(spec) if n in PROFILES), default=None)
 
-def with_requirements(flags:set[str]) -> set[str]:
-  out = set(flags)
-  while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more
-  return out
-
 def apply_profile(caps:Caps, spec:str) -> Caps:
   """caps as the profiles in VULKAN_PROFILE=<spec> allow them (never more than the device has)."""
   if not (names := profile_names(spec)): return caps
@@ -195,9 +183,8 @@ def _tighter(k:str, a, b):
   return max(a, b) if k in LOWER_BOUND else min(a, b)
 
 # tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, else "packed" / "pairs" / "emulated" / "refused", why).
-# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits (renderer/packing.py); pairs: int64 as 32-bit pairs
-# (renderer/packing.py); emulated: tinygrad rewrites it into other types (fp8 into bytes computed in float). The renderers declare
-# the first three supported.
+# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits; pairs: int64 as 32-bit pairs (both renderer/packing.py);
+# emulated: tinygrad rewrites it into other types (fp8 into bytes computed in float).
 NEVER = "never"   # no flag makes the fp8 types native
 DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "bool": ("s8", "packed", "without storageBuffer8BitAccess"),

@@ -41,7 +41,7 @@ class VulkanDevice(Compiled):
     # calibrated timestamps line GPU ranges up with tinygrad's CPU clock (time.perf_counter_ns is CLOCK_MONOTONIC)
     self.calibrated = CALIBRATED_EXT in phys.extensions and TIME_DOMAIN_CLOCK_MONOTONIC in phys.time_domains(inst)
     self.extensions = ([CALIBRATED_EXT] if self.calibrated else []) + [e for e in (BUDGET_EXT,) if e in phys.extensions]
-    self.vkdev = self._create_device(phys, caps, self.extensions)
+    self.vkdev = phys.create_device(caps, self.extensions, phys.name)
     q = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(self.vkdev, phys.queue_family, 0, q)
     self.queue = CommandQueue(self, self.vkdev, q[0], phys.queue_family, phys.timestamp_bits, phys.limits["timestampPeriod"], max_cmds, timeout_s)
@@ -49,20 +49,6 @@ class VulkanDevice(Compiled):
     self.gathered = 0   # inputs a windowed kernel copied into a scratch window (windows.py `place`)
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
-
-  @staticmethod
-  def _create_device(phys, caps, exts:list[str]):
-    feats, feat_exts, keep = phys.device_features(caps)
-    prio = ffi.new("float[1]", [1.0])
-    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
-    # cffi does not keep what a struct field points to alive: every pointee needs a name until the call returns
-    names = [ffi.new("char[]", e.encode()) for e in exts + feat_exts]
-    name_arr, out = ffi.new("char*[]", names), ffi.new("VkDevice*")
-    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-                                              enabledExtensionCount=len(names), ppEnabledExtensionNames=name_arr), NULL, out),
-          f"vkCreateDevice ({phys.name})")
-    del keep
-    return out[0]
 
   def proc(self, core:str, promoted:int, ext_name:str):
     """A device function that became core in Vulkan `promoted` (10*major+minor): the loader's core entry point where the version

@@ -1,10 +1,7 @@
 """TinyJit graphs: a captured batch of kernels is recorded once into a secondary command buffer and replayed with one
-vkCmdExecuteCommands in the device's open command buffer.
-
-Between replays only what changed is redone: when a JIT input is another buffer, a symbolic value or a launch size changes,
-the graph waits for its previous replay (its descriptor sets may still be in use), updates the sets of the affected kernels
-and records the command buffer again (Vulkan invalidates a command buffer whose bound sets are updated).
-"""
+vkCmdExecuteCommands in the device's open command buffer. When a JIT input is another buffer, or a symbolic value or a launch size
+changes, the graph waits for its previous replay (its descriptor sets may still be in use), updates the sets of the affected
+kernels and records the command buffer again (Vulkan invalidates a command buffer whose bound sets are updated)."""
 from __future__ import annotations
 import decimal
 from typing import TYPE_CHECKING, cast
@@ -36,8 +33,8 @@ class VulkanGraph(GraphRunner):
     q.check_usable()
     self.bufs = [[b._buf for b in bufs] for _, _, bufs, _ in self.calls]
     self.scalars = [list(ast.arg.vals({**{v: 0 for v in self.vars}, **dv})) for _, ast, _, dv in self.calls]   # per kernel
-    self.dims = [ast.arg.launch_dims({**{v: 0 for v in self.vars}, **dv})[0] for _, ast, _, dv in self.calls]
-    # descriptor sets: one per kernel, owned by the graph
+    self.dims = [tuple(ast.arg.launch_dims({**{v: 0 for v in self.vars}, **dv})[0]) for _, ast, _, dv in self.calls]
+    # one descriptor set per kernel, owned by the graph
     self.pool = descriptor_pool(q.vkdev, len(self.calls), max(1, sum(len(b) for b in self.bufs)))
     layouts = ffi.new("VkDescriptorSetLayout[]", [prg.set_layout for prg in self.runtimes])
     sets = ffi.new("VkDescriptorSet[]", len(self.calls))
@@ -60,25 +57,16 @@ class VulkanGraph(GraphRunner):
     self.label = f"TinyJit graph of {len(names)} kernels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"   # for a lost device
 
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
-    for j, pos, slot in self.replaced:
-      if (b := cast(Buffer, input_uops[slot].buffer)._buf) is not self.bufs[j][pos]:
-        self.bufs[j][pos] = b
+    # (kernel j, the list holding a value of j's, index, the value now): buffers (compared by identity), scalars, launch sizes
+    now = [(j, self.bufs[j], pos, cast(Buffer, input_uops[slot].buffer)._buf) for j, pos, slot in self.replaced]
+    now += [(j, self.bufs[j], pos, cast(Buffer, u.buffer).ensure_allocated()._buf) for j, call in self.input_views
+            for pos, u in enumerate(resolve_params(call, input_uops)) if u.op is Ops.SHRINK]
+    if self.vars: now += [(j, self.scalars[j], i, v) for j, i, v in self.updated_vars(var_vals)]
+    if self.launch_dims_replace: now += [(j, self.dims, j, tuple(gl)) for j, gl, _ in self.updated_launch_dims(var_vals)]
+    for j, row, i, v in now:
+      if row[i] != v:
+        row[i] = v
         self.dirty.add(j)
-    for j, call in self.input_views:
-      for pos, u in enumerate(resolve_params(call, input_uops)):
-        if u.op is Ops.SHRINK and (b := cast(Buffer, u.buffer).ensure_allocated()._buf) is not self.bufs[j][pos]:
-          self.bufs[j][pos] = b
-          self.dirty.add(j)
-    if self.vars:
-      for j, i, v in self.updated_vars(var_vals):
-        if self.scalars[j][i] != v:
-          self.scalars[j][i] = v
-          self.dirty.add(j)
-    if self.launch_dims_replace:
-      for j, gl, _ in self.updated_launch_dims(var_vals):
-        if tuple(self.dims[j]) != tuple(gl):
-          self.dims[j] = gl
-          self.dirty.add(j)
     q = self.q
     with q:   # another thread's launch of the same programs binds through the same structs
       # profiled replays reuse one set of queries: the previous replay's must be read first
@@ -133,8 +121,7 @@ class VulkanGraph(GraphRunner):
     self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes
     self.dirty.clear()                  # only once the command buffer is complete: a failed recording is redone by the next call
 
-  def _launched(self, j:int) -> list:
-    """The buffers kernel j is bound to: its own, or the scratches of views moved to whole words."""
+  def _launched(self, j:int) -> list:   # the buffers kernel j is bound to: its own, or the scratches of views moved to whole words
     return self.ras[j].bufs if self.ras[j] is not None else self.bufs[j]
 
   def _collect(self):

@@ -1,14 +1,10 @@
-"""The process-wide VkInstance, the physical devices and what each can do.
-
-Everything here is read once: `PhysicalDevice` holds the properties, features, limits and memory types that the device, the
-allocator and (through `Caps`) the renderer need.
-"""
+"""The process-wide VkInstance and the physical devices: properties, features, limits and memory types, read once."""
 from __future__ import annotations
 import functools, os, sys
 from typing import Any, cast
 from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number, env_text
-from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, MIN_VK, MAX_VK
+from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, with_requirements, MIN_VK, MAX_VK
 from tinygrad_vk.probe import measure
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
@@ -22,7 +18,7 @@ DEVICE_ORDER = [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_T
 # LP_MAX_THREADS (src/gallium/drivers/llvmpipe/lp_limits.h: 32 in the Mesa source checked, not the 22.3 tag; lp_screen.c)
 def llvmpipe_threads() -> int: return max(1, min(32, env_number("LP_NUM_THREADS", os.cpu_count() or 1)))
 
-# messages from the validation layer; VULKAN_VALIDATION=1 makes the device raise on them at the next synchronisation point
+# messages from the validation layer; the device raises on them at the next synchronisation point
 validation_messages: list[str] = []
 
 @ffi.callback("VkBool32(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT, "
@@ -36,7 +32,6 @@ def _debug_callback(severity, types, data, user):
   return 0
 
 def loader_vk() -> int:
-  """The highest Vulkan version the loader knows."""
   v = ffi.new("uint32_t*", vk_version(10))
   try: check(lib.vkEnumerateInstanceVersion(v), "vkEnumerateInstanceVersion")
   except AttributeError: pass   # a Vulkan 1.0 loader has no vkEnumerateInstanceVersion
@@ -86,7 +81,6 @@ class Instance:
     return out[0]
 
   def _listen(self):
-    """Validation messages to _debug_callback."""
     create = ffi.cast("PFN_vkCreateDebugUtilsMessengerEXT", lib.vkGetInstanceProcAddr(self.handle, b"vkCreateDebugUtilsMessengerEXT"))
     minfo = new("VkDebugUtilsMessengerCreateInfoEXT",
                 messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
@@ -201,8 +195,7 @@ class PhysicalDevice:
                                     mp.memoryHeaps[mp.memoryTypes[i].heapIndex].size) for i in range(mp.memoryTypeCount)]
     self.heaps = [(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]
 
-  def has(self, struct:str) -> bool:
-    """Whether `struct` may be used with this device: core in the version in use, or its extension is offered."""
+  def has(self, struct:str) -> bool:   # core in the version in use, or its extension is offered
     _, core, ext = STRUCTS[struct]
     return self.vk >= core or ext in self.extensions
 
@@ -222,36 +215,37 @@ class PhysicalDevice:
     if PORTABILITY_SUBSET in self.extensions: exts.append(PORTABILITY_SUBSET)
     return feats, exts, list(structs.values())
 
+  def create_device(self, caps:Caps, exts:list[str], what:str):
+    """A VkDevice with one queue of the compute family, the features `caps` uses and the extensions `exts` and they need."""
+    feats, feat_exts, keep = self.device_features(caps)
+    # cffi does not keep what a struct field points to alive: every pointee needs a name until the call returns
+    names, prio, out = [ffi.new("char[]", e.encode()) for e in exts + feat_exts], ffi.new("float[1]", [1.0]), ffi.new("VkDevice*")
+    name_arr = ffi.new("char*[]", names)
+    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=prio)
+    info = new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo, enabledExtensionCount=len(names),
+               ppEnabledExtensionNames=name_arr)
+    check(lib.vkCreateDevice(self.handle, info, NULL, out), f"vkCreateDevice ({what})")
+    del keep
+    return out[0]
+
   def time_domains(self, inst) -> list[int]:
     fn = lib.vkGetInstanceProcAddr(inst.handle, b"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT")
     if fn == NULL: return []
     return enumerate_(ffi.cast("PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", fn), "VkTimeDomainEXT", self.handle)
 
   def flags(self) -> set[str]:
-    """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE."""
-    f, out = self.features, set()
-    if f["storageBuffer16BitAccess"]:
-      out.add("s16")
-      if f["shaderInt16"]:
-        out.add("i16")
-        if f["shaderFloat16"]: out.add("f16")
-    if f["storageBuffer8BitAccess"]:
-      out.add("s8")
-      if f["shaderInt8"]: out.add("i8")
-    if f["shaderInt64"]: out.add("i64")
-    if f["shaderFloat64"]: out.add("f64")
-    if f["bufferDeviceAddress"]: out.add("bda")
-    out |= {f"nan{w}" for w, ok in self.nan_preserve.items() if ok and (w == 32 or f"f{w}" in out)}
+    """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
+    have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
+    out = {flag for flag in have if with_requirements({flag}) <= have}
     if measure(self).denorm32: out.add("denorm")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
-      # buffer with one gather: a float ~0.8 ns per 8 lanes against ~8 (scripts/load_cost.py)
+      # buffer with one gather (scripts/load_cost.py)
       if self.texel_format_ok(): out.add("texel")
     return out | {"vec", "spread", "hoist", "share"}
 
-  def texel_format_ok(self) -> bool:
-    """R32_UINT storage texel buffers (the "texel" path's one format: every 32-bit type is read as its bits)."""
+  def texel_format_ok(self) -> bool:   # R32_UINT storage texel buffers: the "texel" path reads every 32-bit type as its bits
     fp = ffi.new("VkFormatProperties*")
     lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp)
     return bool(fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT)

@@ -1,26 +1,21 @@
 """Buffers, views and copies.
 
-Memory comes in large VkDeviceMemory blocks, each with one VkBuffer over all of it (mapped once when host-visible), carved up
-by tinygrad's TLSF allocator, so maxMemoryAllocationCount never binds; a buffer over half the largest block gets a memory
-allocation of its own. A tinygrad buffer is (block's VkBuffer, byte offset, size): hazards and `last_use` are tracked per buffer
-(`root`), never per block. New memory stays within maxMemoryAllocationSize, maxMemoryAllocationCount and the heap budget
-(VK_EXT_memory_budget where the driver has it, 80% of the heap otherwise, as VMA assumes): past them allocation raises
-MemoryError, on which tinygrad's LRU cache frees what it holds and retries. That cache is also emptied once it holds a quarter of
-the heap (VULKAN_LRU_CACHE_MB), so freed buffers of sizes that never recur do not hold memory up to the budget.
+Memory comes in large VkDeviceMemory blocks, each with one VkBuffer over all of it (mapped once when host-visible), carved up by
+tinygrad's TLSF allocator, so maxMemoryAllocationCount never binds; a buffer over half the largest block gets memory of its own.
+A tinygrad buffer is (block's VkBuffer, byte offset, size): hazards and `last_use` are tracked per buffer (`root`), never per block.
+New memory stays within maxMemoryAllocationSize, maxMemoryAllocationCount and the heap budget (VK_EXT_memory_budget, else 80% of
+the heap as VMA assumes): past them allocation raises MemoryError, on which tinygrad's LRU cache frees what it holds and retries.
 
-A buffer lives in host-visible device memory when the device has such a type (lavapipe, integrated GPUs, resizable BAR) and is
-copied with memcpy; otherwise in device-local memory, reached through host-visible staging buffers and queue-ordered copies.
-`VULKAN_FORCE_STAGING=1` takes the second path on any driver. A host memcpy into a buffer that queued work still uses would
-race with it, so such a copy goes through staging too, in queue order.
+A buffer lives in host-visible device memory where the device has such a type (lavapipe, integrated GPUs, resizable BAR) and is
+copied with memcpy; otherwise (or with VULKAN_FORCE_STAGING=1) in device-local memory, reached through host-visible staging buffers
+and queue-ordered copies. A memcpy into a buffer that queued work still uses would race with it: such a copy is staged too.
 
-`VULKAN_GUARD=1` (a debugging mode): every buffer is followed by at least GUARD bytes of a poison pattern up to the next
-suballocation, and every block starts with GUARD such bytes. Kernels bind their buffers with the guard in range (drivers that
-bounds-check descriptors, like lavapipe, would drop a store past the end unseen), so a read past the end gets NaN, the largest
-integer or an invalid bool, and a store past it changes the guard. Guards are checked at every synchronisation and when their
-buffer is freed: a changed one raises, naming the buffer and the kernels that ran since the last check. A synchronisation
-checks the blocks' guards and those of the buffers used since the last one (a store past the end lands in the buffer's own
-guard), not all: that would make a program with many buffers quadratic. The host checks guards through a mapping, so device
-buffers then live only in host-visible memory.
+VULKAN_GUARD=1 (debugging): every buffer is followed by at least GUARD bytes of poison up to the next suballocation, and every block
+starts with GUARD such bytes. Kernels bind buffers with the guard in range (drivers that bounds-check descriptors, like lavapipe,
+would drop a store past the end unseen), so a read past the end gets NaN, INT_MAX or an invalid bool and a store past it changes
+the guard. A changed guard raises, naming the buffer and the kernels run since the last check. A synchronisation checks the blocks'
+guards and those of the buffers used since the last one (checking all would be quadratic); a free checks its buffer's. The host
+reads guards through a mapping, so device buffers then live only in host-visible memory.
 """
 from __future__ import annotations
 import bisect
@@ -31,14 +26,13 @@ from tinygrad.runtime.support.memory import TLSFAllocator
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
 
 USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-# VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT, VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT (the package maps them to None)
-USAGE_ADDRESS, ALLOCATE_ADDRESS = 0x20000, 0x2
+USAGE_ADDRESS, ALLOCATE_ADDRESS = 0x20000, 0x2   # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT etc.: the package maps them to None
 LOCAL, VISIBLE = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 COHERENT, CACHED = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF
 BUDGET_EXT = "VK_EXT_memory_budget"
 CHUNK = 8 << 20   # staged copies above this are split and pipelined
-STAGING_STEP = 64 << 10
+STAGING_STEP = 64 << 10   # staging buffers are made in multiples of this
 # suballocations start at multiples of this, the largest minStorageBufferOffsetAlignment Vulkan allows: any buffer binds at its start
 SUB_ALIGN = 256
 # blocks of a memory type grow from the first size, doubling, up to the last (at most 1/8 of the heap, as VMA does)
@@ -49,9 +43,7 @@ GUARD = 256       # VULKAN_GUARD: the least guard after a buffer, and the guard 
 POISON = b"\xff\xff\xff\x7f" * (2 * GUARD // 4)
 GUARD_NAMES = 16  # kernels named in a guard violation
 
-def guard_len(size:int) -> int:
-  """VULKAN_GUARD: the bytes after a buffer of `size` bytes up to the next suballocation, all guard."""
-  return round_up(size + GUARD, SUB_ALIGN) - size
+def guard_len(size:int) -> int: return round_up(size + GUARD, SUB_ALIGN) - size   # the bytes after a buffer up to the next suballocation
 
 class Block:
   """One VkDeviceMemory of `nbytes` and a VkBuffer of `size` over it; `tlsf` hands out its ranges (None: one buffer's own allocation)."""
@@ -99,7 +91,7 @@ class VulkanAllocator(LRUAllocator):
     self.picker = MemoryPicker(phys, bool(env_number("VULKAN_FORCE_STAGING", 0)), self.guard)
     if self.guard and not self.picker.mapped + self.picker.local:
       raise RuntimeError(f"VULKAN_GUARD=1: {phys.name} has no host-visible device memory to check guards in")
-    # id of a buffer or block -> (the buffer, its block, guard range)
+    # VULKAN_GUARD: id of a buffer or block -> (the buffer, its block, guard range)
     self.guards: dict[int, tuple[VulkanBuffer, Block, int, int]] = {}
     self.block_guards: dict[int, tuple[None, Block, int, int]] = {}
     self.violations: list[str] = []   # guards found changed when their buffer was freed, raised at the next check
@@ -118,10 +110,7 @@ class VulkanAllocator(LRUAllocator):
     self.lru_bytes, self.lru_cap = 0, env_number("VULKAN_LRU_CACHE_MB", (heap // 4) >> 20) << 20
     super().__init__(dev)
 
-  # ---- VkDeviceMemory: blocks and dedicated allocations
-
   def heap_budget(self, heap:int) -> int:
-    """Bytes this process may still allocate from a heap."""
     if self.budget_ext:
       b = new("VkPhysicalDeviceMemoryBudgetPropertiesEXT")
       lib.vkGetPhysicalDeviceMemoryProperties2(self.dev.phys.handle, new("VkPhysicalDeviceMemoryProperties2", pNext=b))
@@ -182,8 +171,7 @@ class VulkanAllocator(LRUAllocator):
     for blk in pool:
       try: return blk, cast(TLSFAllocator, blk.tlsf).alloc(size)   # the blocks of a pool are suballocated
       except MemoryError: pass   # this block has no room
-    # a new block: the next size up (at least the buffer's, rounded up to a power of two), or smaller ones down to what the
-    # buffer needs when memory is short
+    # a new block: the next size up (at least the buffer's, rounded up to a power of two), smaller ones when memory is short
     bs = min(self.block_limit(ti), max(BLOCK_FIRST << len(pool), 1 << (size - 1).bit_length()))
     while True:
       try: blk = self.new_block(bs, ti, mapped, sub=True)
@@ -249,8 +237,6 @@ class VulkanAllocator(LRUAllocator):
         pool.remove(blk)
         self.free_block(blk)
 
-  # ---- VULKAN_GUARD
-
   @staticmethod
   def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
     ffi.memmove(ffi.cast("void*", cast(int, blk.host) + start), POISON, end - start)   # VULKAN_GUARD maps every block
@@ -278,8 +264,6 @@ class VulkanAllocator(LRUAllocator):
     kernels.clear()
     raise RuntimeError(f"VULKAN_GUARD: memory outside a buffer was written on {self.dev.device}: " + "; ".join(bad[:8]) +
                        (f" (and {len(bad) - 8} more)" if len(bad) > 8 else "") + f". Kernels run since the last check: {names or 'none'}")
-
-  # ---- tinygrad Allocator hooks
 
   def alloc(self, size:int, options:BufferSpec|None=None):
     self.dev.queue.check_usable()   # a lost device raises its own error, not tinygrad's "Allocation failed"
@@ -358,11 +342,9 @@ class VulkanAllocator(LRUAllocator):
       src_dev.allocator._copyout(tmp, src)
       self._copyin(dest, tmp)
 
-  # ---- staging buffers, reused across copies
-
   def get_staging(self, size:int) -> VulkanBuffer:
+    """A free staging buffer up to 4x the size a copy needs, or a new one."""
     self.dev.queue.check_usable()   # the first thing a staged copy does: a lost device raises before any Vulkan call
-    # staging buffers are made in multiples of STAGING_STEP: one up to 4x what a copy needs is reused, a bigger one kept for bigger copies
     i, size = bisect.bisect_left(self.staging, (size, -1)), round_up(size, STAGING_STEP)
     if i < len(self.staging) and self.staging[i][0] <= 4 * size:
       sz, _, st = self.staging.pop(i)

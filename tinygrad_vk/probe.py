@@ -101,15 +101,7 @@ class Scratch:
   def __init__(self, phys:PhysicalDevice, caps:Caps):
     self.phys = phys
     self.made: list[tuple[Any, Any]] = []   # (destroy function, handle), undone in reverse
-    feats, exts, keep = phys.device_features(caps)
-    # cffi keeps no pointee of a struct field alive: each one is named until the call returns
-    names, out, prio = [ffi.new("char[]", e.encode()) for e in exts], ffi.new("VkDevice*"), ffi.new("float[1]", [1.0])
-    name_arr = ffi.new("char*[]", names)
-    qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=prio)
-    check(lib.vkCreateDevice(phys.handle, new("VkDeviceCreateInfo", pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-          enabledExtensionCount=len(names), ppEnabledExtensionNames=name_arr), NULL, out), "vkCreateDevice (probe)")
-    self.d = out[0]
-    del keep
+    self.d = phys.create_device(caps, [], "probe")
 
   def create(self, fn, destroy, ctype:str, info):
     h = ffi.new(ctype + "*")

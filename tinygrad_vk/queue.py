@@ -1,20 +1,15 @@
 """Recording, barriers, submission and retirement on one VkQueue.
 
-Work is recorded into an open command buffer (a `Batch`) and submitted with a fence on `synchronize()`, a read back, or once
-the batch holds `VULKAN_BATCH` commands. `Hazards` records a global memory barrier only before a command that touches a byte
-range written since the last barrier, or writes a range read since then (tinygrad's `DepsTracker` range logic); graphs use it
-for their own command buffers too. The queue's ranges survive submission: a barrier also orders against earlier submissions on
-the same queue, so the first dependent command of the next batch gets one.
+Work is recorded into an open command buffer (a `Batch`) and submitted with a fence on `synchronize()`, a read back, or once the
+batch holds `VULKAN_BATCH` commands. `Hazards` records a barrier only where a command depends on an earlier one.
 
-Faults. Every queue operation holds the queue's lock, so threads take turns. While the main thread holds it, SIGINT is held
-back until the outermost release (`Interrupts`). Fence waits return to Python every 100 ms, so an interrupt during a long wait
-is taken at once and the batch stays tracked. Without that hold-back (a handler the user installed, another signal, another
-thread) an exception may come right after any Vulkan call, before the bookkeeping that follows it; every such step is safe
-to redo or finds out what happened: a batch is reset before it is begun again, retirement only moves batches between lists
-(their fence and pools are reset when they are begun again), and a submission that an exception interrupted is settled by
-the batch's fence once the queue is idle (`settle`). A failed submit, VK_ERROR_DEVICE_LOST, a fence that does not
-signal within VULKAN_TIMEOUT_S seconds, and os.fork() (a child inherits no driver threads) make the queue lost: every later call
-raises the same `DeviceLost`, naming the device and the last kernels of the lost batches.
+Faults. Every queue operation holds the queue's lock. While the main thread holds it, SIGINT is held back until the outermost
+release (`Interrupts`); fence waits return to Python every 100 ms so an interrupt is still taken at once. Otherwise (a handler
+installed later, another signal or thread) an exception may come right after any Vulkan call, before the bookkeeping after it, so
+every step is safe to redo or finds out what happened: a batch is reset before it is begun again, retirement only moves batches
+between lists, and an interrupted submission is settled by the batch's fence once the queue is idle (`settle`). A failed submit,
+VK_ERROR_DEVICE_LOST, a fence not signalled within VULKAN_TIMEOUT_S, and os.fork() (a child inherits no driver threads) make the
+queue lost: every later call raises the same `DeviceLost`, naming the device and the last kernels of the lost batches.
 """
 from __future__ import annotations
 import collections, decimal, os, signal, threading, time
@@ -24,54 +19,46 @@ from tinygrad.device import Compiled
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError, ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
-UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 STAGES = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
 WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-ACCESS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 QUERIES = 256               # timestamp slots per batch: a batch is flushed when they run out
 MAX_INFLIGHT = 16           # submitted batches the host may run ahead of the device by: each holds a command buffer and pools
-WAIT_SLICE_NS = 100_000_000  # a fence wait returns to Python this often: SIGINT is taken during a long wait
+WAIT_SLICE_NS = 100_000_000
 NAMES_SHOWN = 8             # kernels named in a DeviceLost error
 
 class DeviceLost(VulkanError):
   """The device can no longer be used; every later call on it raises this again."""
 
-Range = tuple[int, int, int]   # (id of the root buffer, start byte, end byte)
-def byte_range(x) -> Range: return (id(x.root), x.offset, x.offset + x.size)
+def byte_range(x) -> tuple[int, int, int]: return (id(x.root), x.offset, x.offset + x.size)
 
-_BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=ACCESS)
+_BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=WRITES | vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT)
 _HOST_BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
 _BEGIN = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
 
 class Hazards:
-  """Byte ranges read and written since the last barrier of one command stream, per root buffer; `everything` after a command
-  whose accesses are not tracked (a graph replay)."""
+  """Byte ranges read and written since the last barrier of one command stream, per root buffer (tinygrad's DepsTracker logic): a
+  command gets a barrier only if it touches a range written since, or writes a range read since. `everything` after a command
+  whose accesses are not tracked (a graph replay). The queue's ranges survive submission: a barrier also orders against earlier
+  submissions on the same queue."""
   def __init__(self):
     self.reads: dict[int, list[tuple[int, int]]] = {}
     self.writes: dict[int, list[tuple[int, int]]] = {}
     self.everything = False
   @staticmethod
   def _hit(table, k, s, e) -> bool: return any(st < e and s < en for st, en in table.get(k, ()))
-
   def order(self, cmd, reads:list, writes:list):
-    """Before recording a command that reads and writes these buffers (views): a barrier if it depends on one since the last."""
     rr, wr = [byte_range(x) for x in reads], [byte_range(x) for x in writes]
     if self.everything or any(self._hit(self.writes, *r) for r in rr + wr) or any(self._hit(self.reads, *w) for w in wr): self.barrier(cmd)
     for table, rs in ((self.reads, rr), (self.writes, wr)):
       for k, s, e in rs: table.setdefault(k, []).append((s, e))
-
   def order_all(self, cmd):
-    """Before a command whose accesses are not tracked: ordered after everything since the last barrier, and all after it."""
     if self.everything or self.reads or self.writes: self.barrier(cmd)
     self.everything = True
-
   def barrier(self, cmd):
     lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
     self.reads.clear()
     self.writes.clear()
     self.everything = False
-
-# ---- pools shared by batches and graphs
 
 def descriptor_pool(vkdev, sets:int, descriptors:int):
   """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/kernel.py texel_slots)."""
@@ -92,7 +79,6 @@ def timestamp_pool(vkdev, count:int):
   return out[0]
 
 def read_timestamps(q:CommandQueue, pool, first:int, count:int) -> list[int]:
-  """Timestamps of queries that completed, in ticks."""
   out = ffi.new("uint64_t[]", count)
   check(lib.vkGetQueryPoolResults(q.vkdev, pool, first, count, ffi.sizeof(out), out, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
         "vkGetQueryPoolResults")
@@ -116,13 +102,12 @@ class Batch:
     # reused for every descriptor set allocation: this is on the launch path
     self.set_layout, self.set_out = ffi.new("VkDescriptorSetLayout[1]"), ffi.new("VkDescriptorSet[1]")
     self.set_info = new("VkDescriptorSetAllocateInfo", descriptorSetCount=1, pSetLayouts=self.set_layout)
-
   def __enter__(self) -> Batch: return self
   def __exit__(self, *exc): self.q.recorded(self)
 
   def begin(self, seq:int):
     """Reset what the last use left (all idempotent, so a begin that an exception cut short is simply redone), then begin."""
-    check(lib.vkResetCommandBuffer(self.cmd, 0), "vkResetCommandBuffer")   # a begun buffer cannot be begun again
+    check(lib.vkResetCommandBuffer(self.cmd, 0), "vkResetCommandBuffer")
     check(lib.vkResetFences(self.q.vkdev, 1, self.fence), "vkResetFences")
     for p in self.desc_pools: check(lib.vkResetDescriptorPool(self.q.vkdev, p, 0), "vkResetDescriptorPool")
     self.pool_at, self.profile = 0, []
@@ -152,8 +137,7 @@ class Batch:
 class CommandQueue:
   def __init__(self, dev:VulkanDevice, vkdev, vkqueue, family:int, timestamp_bits:int, timestamp_period:float, max_cmds:int, timeout_s:float):
     self.dev, self.vkdev, self.vkqueue, self.max_cmds, self.timeout_s = dev, vkdev, vkqueue, max_cmds, timeout_s
-    self.timestamp_bits, self.timestamp_period = timestamp_bits, timestamp_period
-    self.timestamp_mask = (1 << timestamp_bits) - 1 if timestamp_bits < 64 else UINT64_MAX
+    self.timestamp_bits, self.timestamp_period, self.timestamp_mask = timestamp_bits, timestamp_period, (1 << min(timestamp_bits, 64)) - 1
     pool = ffi.new("VkCommandPool*")
     check(lib.vkCreateCommandPool(vkdev, new("VkCommandPoolCreateInfo", queueFamilyIndex=family,
                                              flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), NULL, pool), "vkCreateCommandPool")
@@ -181,12 +165,10 @@ class CommandQueue:
   def _release(self):
     self.lock.release()
     if interrupts.pending is not None: interrupts.deliver()
-
   def check_usable(self):
     if self.lost is not None: raise DeviceLost(self.lost)
 
   def lose(self, reason:str):
-    """Nothing recorded or in flight will complete: every later call raises this error."""
     names = [n for b in [*self.inflight, *(b for b in (self.doubt, self.cur) if b is not None)] for n in b.names]
     shown = ", ".join(names[-NAMES_SHOWN:]) + (f" (after {len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
     self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {shown or 'none'}. "
@@ -199,14 +181,13 @@ class CommandQueue:
     check(lib.vkAllocateCommandBuffers(self.vkdev, new("VkCommandBufferAllocateInfo", commandPool=self.pool, level=level,
                                                        commandBufferCount=1), out), "vkAllocateCommandBuffers")
     return out[0]
-
   def new_desc_pool(self): return descriptor_pool(self.vkdev, 512, 4096)
 
   # ---- recording
 
   def batch(self) -> Batch:
     """The open batch; a new one is begun if there is none. The caller holds the lock."""
-    if self.doubt is not None: self.settle()   # on every launch: no call when there is nothing to settle
+    if self.doubt is not None: self.settle()
     if self.cur is not None and self.cur.ending: self.flush()   # closed by a flush that an exception cut short: it goes first
     if (b := self.cur) is None:
       b = self.free.pop() if self.free else Batch(self)
@@ -219,38 +200,24 @@ class CommandQueue:
       self.cur = b
     return b
 
-  def prepare(self, reads:list, writes:list) -> Batch:
+  def prepare(self, reads:list, writes:list, opaque=False) -> Batch:
     """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views), with the queue's lock held
-    until the `with` block ends. A nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and
-    it is submitted only after the outermost block ends."""
+    until the `with` block ends. A nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and it
+    is submitted only after the outermost block ends. `opaque`: the command's accesses are not tracked one by one."""
     self.lock.acquire()
     try:
-      if self.lost is not None: raise DeviceLost(self.lost)
+      self.check_usable()
       b = self.batch()
-      self.hazards.order(b.cmd, reads, writes)
-      for x in reads: x.root.last_use = b.seq
-      for x in writes: x.root.last_use = b.seq
-      if self.touched is not None: self.touched.update(x.root for x in reads + writes)
-    except BaseException:
-      self._release()
-      raise
-    self.held += 1
-    return b
-
-  def prepare_opaque(self, bufs:list) -> Batch:
-    """`prepare` for a command whose accesses are not tracked one by one (a graph replay, which orders its own kernels)."""
-    self.lock.acquire()
-    try:
-      if self.lost is not None: raise DeviceLost(self.lost)
-      b = self.batch()
-      self.hazards.order_all(b.cmd)
-      for x in bufs: x.root.last_use = b.seq
+      if opaque: self.hazards.order_all(b.cmd)
+      else: self.hazards.order(b.cmd, reads, writes)
+      for x in (bufs := reads + writes): x.root.last_use = b.seq
       if self.touched is not None: self.touched.update(x.root for x in bufs)
     except BaseException:
       self._release()
       raise
     self.held += 1
     return b
+  def prepare_opaque(self, bufs:list) -> Batch: return self.prepare(bufs, [], opaque=True)   # a graph replay orders its own kernels
 
   def recorded(self, b:Batch):
     try:
@@ -260,7 +227,6 @@ class CommandQueue:
     finally: self._release()
 
   def copy(self, src, dst, size:int) -> Batch:
-    """Queue-ordered copy between two buffers (views) of this device."""
     with self.prepare([src], [dst]) as b: record_copy(b.cmd, src, dst, size)
     return b
 
@@ -273,22 +239,17 @@ class CommandQueue:
       if self.held: raise RuntimeError("VULKAN: internal error: submitting a command buffer that is still being recorded")
       self.check_usable()
       self.end(b)
-      # until the batch is in flight it is in doubt: after an exception, settle() finds out whether the submit ran
-      self.doubt = b
-      self.cur = None
+      self.doubt, self.cur = b, None   # until the batch is in flight: after an exception, settle() finds out whether the submit ran
       if (res := lib.vkQueueSubmit(self.vkqueue, 1, b.submit_info, b.fence[0])) != 0: self.lose(f"vkQueueSubmit failed: {result_name(res)}")
       self.inflight.append(b)
       self.doubt = None
       self.retire()
-      while len(self.inflight) > MAX_INFLIGHT:
-        self._wait_fence(self.inflight[0])
-        self.retire()
+      while len(self.inflight) > MAX_INFLIGHT: self._wait_fence(self.inflight[0])
 
   def end(self, b:Batch):
     """Close a batch for submission. vkEndCommandBuffer cannot be called twice, and no Vulkan call tells whether it ran: list.extend
     over map() makes the call and stores its result in one step of C code, where no Python signal handler can run. An exception
-    out of the call itself (a Python hook in the tests) leaves it unknown: the batch can then be neither submitted nor recorded
-    again, and the device is lost."""
+    out of the call itself (a Python hook in the tests) leaves it unknown, and the device is lost."""
     if not b.ended:
       if b.ending: self.lose("an exception interrupted vkEndCommandBuffer, so whether the commands recorded since the last submission "
                              "can be submitted is unknown")
@@ -300,9 +261,9 @@ class CommandQueue:
     if b.ended[0] != 0: self.lose(f"vkEndCommandBuffer failed: {result_name(b.ended[0])}")
 
   def settle(self):
-    """A submission that an exception interrupted may or may not have happened. The batch's fence was unsignalled before it: once
-    the queue is idle, a signalled fence says it ran (it joins the batches in flight), an unsignalled one that it did not (it is
-    open again, closed, and the next flush submits it). Redone from the start if an exception cuts it short."""
+    """Whether an interrupted submission happened: its fence was unsignalled before it, so once the queue is idle a signalled fence
+    says it ran (it joins the batches in flight), an unsignalled one that it did not (it is open again, and the next flush submits
+    it). Redone from the start if an exception cuts it short."""
     if (b := self.doubt) is None: return
     if b.seq > self.done_seq and b not in self.inflight:
       if (res := lib.vkQueueWaitIdle(self.vkqueue)) != 0: self.lose(f"vkQueueWaitIdle failed: {result_name(res)}")
@@ -317,25 +278,23 @@ class CommandQueue:
       self.check_usable()
       self.settle()
       if self.cur is not None and self.cur.seq <= seq: self.flush()
-      while self.inflight and self.inflight[0].seq <= seq:
-        self._wait_fence(self.inflight[0])
-        self.retire()
+      while self.inflight and self.inflight[0].seq <= seq: self._wait_fence(self.inflight[0])
       if self.ran is not None: self.dev.allocator.check_guards(self.ran, cast(set, self.touched), self.done_seq)   # both set by VULKAN_GUARD
     self.dev.check_validation()
 
   def _wait_fence(self, b:Batch):
+    """Wait for b's fence in slices, so SIGINT is taken during a long wait, then retire."""
     deadline = time.monotonic() + self.timeout_s
     while True:
       try:
         self.waiting = True
         res = lib.vkWaitForFences(self.vkdev, 1, b.fence, 1, WAIT_SLICE_NS)
       finally: self.waiting = False
-      if res == 0: return
+      if res == 0: return self.retire()
       if res != vk.VK_TIMEOUT: self.lose(f"vkWaitForFences failed: {result_name(res)}")
       if time.monotonic() >= deadline: self.lose(f"a command buffer did not complete within VULKAN_TIMEOUT_S={self.timeout_s:g} seconds")
 
   def synchronize(self): self.wait(self.next_seq - 1)
-
   def idle(self, seq:int) -> bool:
     self.check_usable()
     if seq > self.done_seq:
@@ -358,10 +317,10 @@ class CommandQueue:
     # popped before it runs: an exception in between leaks what fn frees rather than freeing it twice
     while self.deferred and self.deferred[0][0] <= self.done_seq: self.deferred.popleft()[1]()
 
-  def defer(self, seq:int, fn:Callable[[], object]):   # what fn returns is dropped
+  def defer(self, seq:int, fn:Callable[[], object]):
     """Run fn once batch `seq` completed (now if it already has): frees of objects that queued work may still use. A lost device
-    runs nothing more: what waited for it is left to process exit. Finalizers call this, from any thread and inside another
-    device's lock: when another thread holds this queue, fn joins the list that the next retire() runs instead of waiting."""
+    runs nothing more (left to process exit). Finalizers call this from any thread, even inside another device's lock: when another
+    thread holds this queue, fn joins the list that the next retire() runs instead of waiting."""
     if self.lost is not None: return
     if seq <= self.done_seq and self.lock.acquire(blocking=False):
       try: fn()
@@ -387,9 +346,8 @@ class CommandQueue:
 
 class Interrupts:
   """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
-  released. Installed over the SIGINT handler in place (when that is a Python callable) by the first queue created in the main
-  thread; that handler gets every interrupt. Python runs signal handlers in the main thread only. A handler installed later
-  replaces this one: interrupts then land anywhere again, which every step survives (see Faults above)."""
+  released. Installed over a Python SIGINT handler by the first queue created in the main thread (Python runs signal handlers in
+  the main thread only). A handler installed later replaces this one: interrupts then land anywhere, which every step survives."""
   def __init__(self):
     self.queues: list[CommandQueue] = []
     self.prev: Callable|None = None
@@ -403,18 +361,16 @@ class Interrupts:
 
   # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
   def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
-
   def handle(self, signum, frame):
     if self._held(): self.pending = (signum, frame)
     elif self.prev is not None: self.prev(signum, frame)
-
   def deliver(self):
     if self.pending is not None and self.prev is not None and not self._held():
       args, self.pending = self.pending, None
       self.prev(*args)
 
   def forked(self):
-    """In a forked child: the driver's threads did not come along, so every device of the parent is lost."""
+    """In a forked child the driver's threads did not come along: every device of the parent is lost."""
     self.pending = None
     for q in self.queues:
       q.lock = threading.RLock()   # the parent's may have been held by a thread that does not exist here

@@ -3,7 +3,7 @@
 We call `lib` directly with structs made by `new`: the package's Python wrappers build each struct through several layers of
 Python, which costs tens of microseconds per call on the launch path.
 """
-import os
+import functools, os
 from typing import Any
 
 try:
@@ -23,7 +23,6 @@ ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL = _result("VK_ERROR_OUT_OF_POOL_
 OOM = (vk.VK_ERROR_OUT_OF_HOST_MEMORY, vk.VK_ERROR_OUT_OF_DEVICE_MEMORY)
 
 class VulkanError(RuntimeError): pass
-
 def result_name(res:int) -> str: return _RESULTS.get(res, str(res))
 
 def check(res:int|None, what:str) -> int|None:
@@ -37,24 +36,20 @@ def new(ctype:str, **fields) -> Any:
   if "sType" not in fields and (stype := _stype(ctype)) is not None: fields["sType"] = stype
   return ffi.new(ctype + "*", fields)
 
-_stype_cache: dict[str, int|None] = {}
+@functools.cache
 def _stype(ctype:str) -> int|None:
-  if ctype not in _stype_cache and not any(f == "sType" for f, _ in ffi.typeof(ctype).fields): _stype_cache[ctype] = None
-  if ctype not in _stype_cache:
-    # VkPhysicalDeviceVulkan12Features -> VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
-    name, out = ctype[2:], []
-    for i, ch in enumerate(name):
-      if ch.isupper() and i and (not name[i-1].isupper() or (i+1 < len(name) and name[i+1].islower())): out.append("_")
-      elif ch.isdigit() and i and not name[i-1].isdigit() and name[i-1] != "_": out.append("_")
-      out.append(ch.upper())
-    key = "VK_STRUCTURE_TYPE_" + "".join(out)
-    key = key.replace("VULKAN_1", "VULKAN_1_").replace("VULKAN_1__", "VULKAN_1_")
-    if (val := getattr(vk, key, None)) is None: raise KeyError(f"no {key} for {ctype}: pass sType=")
-    _stype_cache[ctype] = val
-  return _stype_cache[ctype]
+  if not any(f == "sType" for f, _ in ffi.typeof(ctype).fields): return None
+  # VkPhysicalDeviceVulkan12Features -> VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
+  name, out = ctype[2:], []
+  for i, ch in enumerate(name):
+    if ch.isupper() and i and (not name[i-1].isupper() or (i+1 < len(name) and name[i+1].islower())): out.append("_")
+    elif ch.isdigit() and i and not name[i-1].isdigit() and name[i-1] != "_": out.append("_")
+    out.append(ch.upper())
+  key = ("VK_STRUCTURE_TYPE_" + "".join(out)).replace("VULKAN_1", "VULKAN_1_").replace("VULKAN_1__", "VULKAN_1_")
+  if (val := getattr(vk, key, None)) is None: raise KeyError(f"no {key} for {ctype}: pass sType=")
+  return val
 
-def enumerate_(fn, ctype:str, *args) -> list:
-  """The two-call idiom: ask for the count, then fill an array."""
+def enumerate_(fn, ctype:str, *args) -> list:   # the two-call idiom: ask for the count, then fill an array
   cnt = ffi.new("uint32_t*")
   check(fn(*args, cnt, NULL), "enumerate")
   arr = ffi.new(f"{ctype}[]", cnt[0])
@@ -62,7 +57,6 @@ def enumerate_(fn, ctype:str, *args) -> list:
   return [arr[i] for i in range(cnt[0])]
 
 def cstr(x) -> str: return ffi.string(x).decode(errors="replace")
-
 def version_str(v:int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
 # every VULKAN_* switch is read through these two, when it is used: tinygrad's getenv caches the first value it read, and raises a
@@ -70,7 +64,6 @@ def version_str(v:int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff
 def env_text(name:str, default:str="") -> str: return os.environ.get(name, default)
 
 def env_number(name:str, default:int|float, minimum:int|float=0):
-  """A numeric switch read from the environment; a malformed value is an error naming the variable."""
   raw = os.environ.get(name, "")
   if not raw: return default
   try: val = type(default)(raw)
