@@ -183,14 +183,14 @@ eq(x, X.numpy()[idx], "gathered bytes")
 
 @pytest.mark.parametrize("env", ENVS, ids=IDS)
 def test_jit_views_at_byte_offsets(env):
-  # a TinyJit graph whose kernels read views of its input inside a word: moved to whole words (program.py realign) on every
+  # a TinyJit graph whose kernels read views of its input inside a word: moved to whole words (windows.py realign) on every
   # replay with a new input
   check("""
 from tinygrad import TinyJit
-from tinygrad_vk.program import VulkanProgram
+from tinygrad_vk import windows
 from tinygrad_vk.graph import VulkanGraph
-moved, orig, orig_record, records = [], VulkanProgram.realign, VulkanGraph._record, []
-VulkanProgram.realign = lambda self, bufs: (r := orig(self, bufs), moved.append(r is not None))[0]
+moved, orig, orig_record, records = [], windows.realign, VulkanGraph._record, []
+windows.realign = lambda prg, bufs: (r := orig(prg, bufs), moved.append(r is not None))[0]
 VulkanGraph._record = lambda self: (records.append(bool(self.dirty)), orig_record(self))[1]
 @TinyJit
 def f(big, y): return (((big[3:304].contiguous() + 7).contiguous() * y).contiguous() + big[5:306].contiguous()).realize()

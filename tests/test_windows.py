@@ -26,12 +26,13 @@ DTS = [dtypes.float32, dtypes.int8, dtypes.bool, dtypes.half] * 5
 NP = {dtypes.float32: np.float32, dtypes.int8: np.int8, dtypes.bool: np.bool_, dtypes.half: np.float16}
 dev = Device["VULKAN"]
 assert dev.caps.bufs == 4 and "bda" not in dev.caps, dev.caps
-places, place = [], VulkanProgram.place
-def spy(self, bufs, piece=None):
-  w = place(self, bufs, piece)
+from tinygrad_vk import windows
+places, place = [], windows.place
+def spy(prg, bufs, piece=None):
+  w = place(prg, bufs, piece)
   places.append((len(bufs), len(w.spans), len(w.copies)))
   return w
-VulkanProgram.place = spy
+windows.place = spy
 from tinygrad_vk.graph import VulkanGraph
 records, record = [], VulkanGraph._record
 VulkanGraph._record = lambda self: (records.append(len(self.calls)), record(self))[1]

@@ -138,10 +138,11 @@ class BindSpy:
   element offsets: all VEC_ALIGN for the pipeline built first, anything else for a variant)."""
   def __init__(self, monkeypatch):
     from tinygrad_vk.program import VulkanProgram
+    from tinygrad_vk import windows
     self.binds: list[tuple[list[int], tuple[int, ...], tuple[int, ...]]] = []   # (offsets, key, aligned key)
     self.words: set[int] = set()   # the slots reached in 32-bit words (renderer/abi.py WORD_VIEW)
-    self.moved: set[int] = set()   # the slots whose view was moved to a whole word (program.py realign)
-    orig, orig_realign = VulkanProgram.pack, VulkanProgram.realign
+    self.moved: set[int] = set()   # the slots whose view was moved to a whole word (windows.py realign)
+    orig, orig_realign = VulkanProgram.pack, windows.realign
     def pack(prg, bufs, vals, win=None):
       pc, pipe = orig(prg, bufs, vals, win)
       offs = [prg.infos[bd].offset if bd is not None else b.offset for b, bd in zip(bufs, prg.abi.binding)]
@@ -152,7 +153,7 @@ class BindSpy:
       if (ra := orig_realign(prg, bufs)) is not None: self.moved |= {i for i, a, b in zip(prg.slots, bufs, ra.bufs) if a is not b}
       return ra
     monkeypatch.setattr(VulkanProgram, "pack", pack)
-    monkeypatch.setattr(VulkanProgram, "realign", realign)
+    monkeypatch.setattr(windows, "realign", realign)
   def offset_bound(self, slot:int) -> bool: return any(offs[slot] > 0 for offs, _, _ in self.binds)
   def variant_used(self, slot:int) -> bool: return any(key[slot] != aligned[slot] for _, key, aligned in self.binds)
 

@@ -1,8 +1,8 @@
 """python -m tinygrad_vk info [--markdown]: what every Vulkan device here can do, and what tinygrad_vk makes of it."""
 import argparse, shutil, sys
 from tinygrad.helpers import size_to_str as size
-from tinygrad_vk.vk import version_str, env_text
-from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile, spirv_target
+from tinygrad_vk.vk import version_str
+from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile, spirv_target, env_text
 
 def mem_flags(f:int) -> str:
   names = ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT", "HOST_CACHED", "LAZILY_ALLOCATED", "PROTECTED"]

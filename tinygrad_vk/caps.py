@@ -4,8 +4,20 @@ The device reads features and limits once and encodes them here; the renderer (w
 must not open Vulkan) decodes them. `DEV=VULKAN::<arch>` can override the string; missing keys take the Vulkan minimums.
 """
 from __future__ import annotations
+import os
 from dataclasses import dataclass, fields, replace
 
+# every VULKAN_* switch is read through these two, when it is used (here, since compile workers never import vk.py): tinygrad's
+# getenv caches the first value it read, and raises a bare ValueError on a malformed number
+def env_text(name:str, default:str="") -> str: return os.environ.get(name, default)
+def env_number(name:str, default:int|float, minimum:int|float=0):
+  raw = os.environ.get(name, "")
+  if not raw: return default
+  try: val = type(default)(raw)
+  except ValueError: val = None
+  if val is None or val < minimum or val != val:
+    raise ValueError(f"{name}={raw!r}: expected {'an integer' if isinstance(default, int) else 'a number'} >= {minimum} (default {default})")
+  return val
 # feature flags: what each one means on the device
 FLAGS = {
   "f16": "shaderFloat16 + shaderInt16 + storageBuffer16BitAccess",

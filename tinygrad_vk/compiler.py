@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, hashlib, os, pathlib, re, shutil, struct, subprocess, tempfile
 from tinygrad.device import Compiler, CompileError
 from tinygrad.helpers import getenv, diskcache_get, diskcache_put
-from tinygrad_vk.caps import SpirvTarget, SPIRV_1_5
+from tinygrad_vk.caps import SpirvTarget, SPIRV_1_5, env_text, env_number
 from tinygrad_vk.spv import OPCODES, CAPABILITIES, ENUMS, SPIRV_MAGIC, spirv_instructions, string_words, add_nan_preserve, add_notes
 
 FORMAT_VERSION = 1         # bump when the SPIR-V we produce for the same source changes
@@ -56,7 +56,7 @@ class VulkanCompiler(Compiler):
       assert not getenv("ASSERT_COMPILE"), f"tried to compile with ASSERT_COMPILE set\n{src}"
       lib = self.compile(src)
       if self.cachekey is not None: diskcache_put(self.cachekey, src, (hashlib.sha256(lib).digest(), lib))
-    if (dump := getenv("VULKAN_DUMP", "")): dump_kernel(dump, src, lib)
+    if (dump := env_text("VULKAN_DUMP")): dump_kernel(dump, src, lib)
     return lib
 
   def disassemble(self, lib:bytes): print(disassemble(lib))
@@ -126,7 +126,7 @@ def assemble(text:str, version:int=SPIRV_1_5.word) -> bytes:
 
 class SPIRVCompiler(VulkanCompiler):
   def __init__(self, target:SpirvTarget=SPIRV_1_5):
-    self.validate, self.target = bool(getenv("VULKAN_VALIDATE_SPIRV", 0)), target
+    self.validate, self.target = bool(env_number("VULKAN_VALIDATE_SPIRV", 0)), target
     # the same bytes either way, but a module cached unvalidated must be checked when validation is asked for
     super().__init__(f"compile_spirv_{target.env}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
 

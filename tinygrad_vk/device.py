@@ -4,7 +4,8 @@ import decimal, functools, os, re, time
 from tinygrad.device import Compiled, ProfileDeviceEvent
 from tinygrad.helpers import PROFILE
 from tinygrad.renderer import Renderer
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.caps import env_number
 from tinygrad_vk.instance import instance, validation_messages
 from tinygrad_vk.queue import CommandQueue, read_timestamps
 from tinygrad_vk.memory import VulkanAllocator, BUDGET_EXT

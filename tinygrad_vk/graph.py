@@ -13,6 +13,7 @@ from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.spv import KernelMeta
 from tinygrad_vk.queue import Hazards, descriptor_pool, timestamp_pool, read_timestamps, record_copy
+from tinygrad_vk import windows
 if TYPE_CHECKING:
   from tinygrad_vk.device import VulkanDevice
   from tinygrad_vk.memory import VulkanBuffer
@@ -88,10 +89,10 @@ class VulkanGraph(GraphRunner):
     for j in sorted(self.dirty):
       prg = self.runtimes[j]
       if self.ras[j] is not None: self.ras[j].free(self.dev.allocator)
-      self.ras[j] = prg.realign(self.bufs[j])
+      self.ras[j] = windows.realign(prg, self.bufs[j])
       if prg.abi.windowed:
         if self.wins[j] is not None: self.wins[j].free(self.dev.allocator)
-        self.wins[j] = prg.place(self._launched(j))
+        self.wins[j] = windows.place(prg, self._launched(j))
       self.pcs[j] = prg.pack(self._launched(j), self.scalars[j], self.wins[j])
       prg.update(self.sets[j])
     cmd, hazards, qp = self.cmd, Hazards(), self.query_pool

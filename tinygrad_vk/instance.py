@@ -3,8 +3,9 @@ from __future__ import annotations
 import functools, os, sys
 from typing import Any, cast
 from dataclasses import dataclass, replace
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str, env_number, env_text
-from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, with_requirements, MIN_VK, MAX_VK
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str
+from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, with_requirements, env_number, env_text, \
+  MIN_VK, MAX_VK
 from tinygrad_vk.probe import measure
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"

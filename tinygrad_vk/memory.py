@@ -23,7 +23,8 @@ from tinygrad.device import Allocator, LRUAllocator, BufferSpec
 from typing import Callable, cast
 from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
 from tinygrad.runtime.support.memory import TLSFAllocator
-from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, env_number
+from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
+from tinygrad_vk.caps import env_number
 
 USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 USAGE_ADDRESS, ALLOCATE_ADDRESS = 0x20000, 0x2   # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT etc.: the package maps them to None

@@ -44,14 +44,11 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.scalar_fields = [(off, cast(str, dt.fmt)) for off, dt in abi.vars]   # tinygrad's variables are ints: each has a format
     self.pc_size, self.ndesc, self.nbind = abi.pc_size, abi.ndesc, abi.nbind
     self._check(caps)
-    self.piece_len = self._piece_len()
+    self.piece_len = windows.piece_len(caps, self.reach, self.name)
     # positions (in the buffers passed) that the shader may store to
     self.written = [j for j, i in enumerate(self.slots) if abi.binding[i] not in meta.readonly and abi.address[i] not in meta.ro_addr]
     self.set_layout, self.layout = dev.pipeline_layout(self.ndesc, self.pc_size, self.texel)
-    mod = ffi.new("VkShaderModule*")
-    check(lib.vkCreateShaderModule(dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(obj.lib), pCode=ffi.from_buffer("uint32_t[]", obj.lib)),
-                                   NULL, mod), f"vkCreateShaderModule of {self.name}")
-    self.module, self.spv = mod[0], obj.lib
+    self.module, self.spv = self._module(obj.lib), obj.lib
     self.infos, self.views, self.desc_writes = self._scratch_descriptors()
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
@@ -79,15 +76,17 @@ class VulkanProgram(Program["VulkanDevice"]):
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
     if self.texel and "texel" not in caps: raise RuntimeError(f"VULKAN: {self.name} reads storage texel buffers, this device's texel path is off")
 
+  def _module(self, code:bytes):
+    mod = ffi.new("VkShaderModule*")
+    check(lib.vkCreateShaderModule(self.dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code)),
+                                   NULL, mod), f"vkCreateShaderModule of {self.name}")
+    return mod[0]
+
   def _pipeline(self, key:tuple[int, ...]):
     n, entry = len(self.itemsize), ffi.new("char[]", b"main")
     align, module = key[:n], self.module
     if self.abi.windowed:   # a module whose bindings are the windows: a pipeline does not need it once created
-      code = rebind(self.spv, dict(enumerate(key[n:])))
-      mod = ffi.new("VkShaderModule*")
-      check(lib.vkCreateShaderModule(self.dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code)),
-                                     NULL, mod), f"vkCreateShaderModule of {self.name}")
-      module = mod[0]
+      module = self._module(rebind(self.spv, dict(enumerate(key[n:]))))
     try: return self._create_pipeline(align, module, entry)
     finally:
       if module != self.module: lib.vkDestroyShaderModule(self.dev.vkdev, module, NULL)
@@ -142,14 +141,10 @@ class VulkanProgram(Program["VulkanDevice"]):
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
 
-  def _piece_len(self) -> int|None: return windows.piece_len(self.dev.caps, self.reach, self.name)
-
   def pieces(self, gx:int) -> list[tuple[int, int]]:
     """The ranges of workgroups along x a launch goes in."""
     if not (n := self.piece_len): return [(0, gx)]
     return [(g, min(g + n, gx)) for g in range(0, gx, n)] or [(0, 0)]
-
-  def place(self, bufs, piece:tuple[int, int]|None=None) -> windows.Windows: return windows.place(self, bufs, piece)
 
   def update(self, dset):
     if self.ndesc:
@@ -204,8 +199,6 @@ class VulkanProgram(Program["VulkanDevice"]):
     if x0: lib.vkCmdDispatchBase(cmd, x0, 0, 0, gx, gy, gz)   # a piece: gl_WorkGroupID.x stays global
     else: lib.vkCmdDispatch(cmd, gx, gy, gz)
 
-  def realign(self, bufs) -> windows.Realigned|None: return windows.realign(self, bufs)
-
   def split(self, bufs) -> tuple[list, list]:
     """(read-only buffers, written buffers) of a call."""
     return [b for i, b in enumerate(bufs) if i not in self.written], [bufs[i] for i in self.written]
@@ -214,7 +207,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q:   # the descriptor structs are shared by every launch of this program
       # rare (windows.py): a view inside a word of a slot reached in words, more buffers than descriptors or past their range
-      if (ra := self.realign(bufs)) is not None or self.abi.windowed: batch, t0, t1 = windows.launch(self, bufs, ra, groups, vals, wait)
+      if (ra := windows.realign(self, bufs)) is not None or self.abi.windowed: batch, t0, t1 = windows.launch(self, bufs, ra, groups, vals, wait)
       else: batch, t0, t1 = self.launch(bufs, groups, vals, wait)
     return q.timed_wait(batch, t0, t1) if wait else None
 

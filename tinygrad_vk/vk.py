@@ -3,7 +3,7 @@
 We call `lib` directly with structs made by `new`: the package's Python wrappers build each struct through several layers of
 Python, which costs tens of microseconds per call on the launch path.
 """
-import functools, os
+import functools
 from typing import Any
 
 try:
@@ -58,16 +58,3 @@ def enumerate_(fn, ctype:str, *args) -> list:   # the two-call idiom: ask for th
 
 def cstr(x) -> str: return ffi.string(x).decode(errors="replace")
 def version_str(v:int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
-
-# every VULKAN_* switch is read through these two, when it is used: tinygrad's getenv caches the first value it read, and raises a
-# bare ValueError on a malformed number
-def env_text(name:str, default:str="") -> str: return os.environ.get(name, default)
-
-def env_number(name:str, default:int|float, minimum:int|float=0):
-  raw = os.environ.get(name, "")
-  if not raw: return default
-  try: val = type(default)(raw)
-  except ValueError: val = None
-  if val is None or val < minimum or val != val:
-    raise ValueError(f"{name}={raw!r}: expected {'an integer' if isinstance(default, int) else 'a number'} >= {minimum} (default {default})")
-  return val

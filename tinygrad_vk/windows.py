@@ -199,7 +199,7 @@ def windowed(prg:VulkanProgram, bufs, groups:tuple[int, int, int], vals, wait:bo
   everything like a graph replay (a window's range covers the other buffers of its block too)."""
   q, pieces, wins = prg.dev.queue, prg.pieces(groups[0]), []
   try:
-    for p in pieces: wins.append(prg.place(bufs, p))
+    for p in pieces: wins.append(place(prg, bufs, p))
     for w in wins:
       for src, dst in w.copies: q.copy(src, dst, src.size)
     packed = [prg.pack(bufs, vals, w) for w in wins]   # any new pipeline is built here, before the launch is ordered
