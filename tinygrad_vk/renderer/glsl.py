@@ -23,8 +23,8 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
 from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words
+from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, Buf, OFFSET, dtname, UINT_OF_SIZE
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
 from tinygrad_vk.renderer.views import MEMORY
 from tinygrad_vk.renderer.half import held
 
@@ -246,9 +246,11 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     body = [l for l in kernel if not l.lstrip().startswith("shared ")]
     names = {u: name for name, (u, _) in bufs}
     plan, aliases = self.plan, self.aliases
-    pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
-    pc += [(off, f"layout(offset={off}) {'uint' if var_in_words(u) else TYPES[u.dtype]} {names[u]}{'[2]' if var_in_words(u) else ''};")
-           for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
+    def member(off:int, key:str, dt:DType, n:int, what) -> str:
+      if key == "off": return f"uint _off[{n}];"
+      ty, name = (f"{names[what.uop]}_R", f"_{key}") if isinstance(what, Buf) else (TYPES[dt], names[what] if what is not None else f"_{key}")
+      return f"layout(offset={off}) {ty} {name}{f'[{n}]' if n else ''};"
+    pc = [member(*m) for m in plan.push_constants()]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
     lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.meta.encode()), *(f"#extension {e} : require" for e in exts),
@@ -257,7 +259,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     for slot, b in sorted(plan.bufs.items()):
       name = names[b.uop]
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
-      if (off := b.address) is None:
+      if b.address is None:
         if b.texel: lines.append(f"layout(set=0, binding={b.binding}, r32ui) uniform readonly uimageBuffer {name};")
         elif (sp := plan.meta.split.get(slot)) is not None:   # a split slot: its windows (spv.KernelMeta.split)
           lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
@@ -265,12 +267,11 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
         else: lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
         continue
       # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
-      pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))
       for t, n in views.items():
         lines.append(f"layout(buffer_reference, std430, buffer_reference_align={SIZE[t]}) {ro}buffer {n}_R {{ {t} v[]; }};")
         defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
         if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
-    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
+    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
     lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot in sorted(plan.bufs) if aliases.get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)

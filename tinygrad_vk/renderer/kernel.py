@@ -155,6 +155,15 @@ class KernelPlan:
   local: tuple[int, int, int]
   meta: KernelMeta   # the reach, split and word-reached slots: what the module carries for the runtime (renderers write meta.encode())
 
+  def push_constants(self) -> list[tuple[int, str, DType, int, Buf|UOp|None]]:
+    """The push-constant block (abi.py) in offset order: (byte offset, key, element type, array length or 0, what it is for):
+    off: _off[]; p<slot>: the address of the Buf, a pointer to its element type; var<slot>: the scalar PARAM (uint[2] when held
+    in words, packing.py); xbase: _xbase."""
+    m: list[tuple[int, str, DType, int, Buf|UOp|None]] = [(0, "off", dtypes.uint, self.abi.nwords, None)] if self.bufs else []
+    m += [(b.address, f"p{s}", b.dtype, 0, b) for s, b in self.bufs.items() if b.address is not None]
+    m += [(o, f"var{u.arg.slot}", *((dtypes.uint, 2) if var_in_words(u) else (u.dtype, 0)), u) for u, o in self.vars]
+    if self.abi.xbase is not None: m.append((self.abi.xbase, "xbase", dtypes.int, 0, None))
+    return sorted(m, key=lambda x: x[0])
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
     if a.slot is None or (sp := self.meta.split.get(a.slot)) is None: return a
