@@ -1,46 +1,40 @@
-"""The kernel ABI: how each buffer and scalar of a kernel reaches the shader. Every renderer emits it and the runtime
-(program.py) packs it, both from `kernel_abi` and the Caps the kernel was compiled for (`Target.arch`), so they always agree.
+"""The kernel ABI: how each buffer and scalar of a kernel reaches the shader. The renderers emit it and the runtime (program.py)
+packs it, both from `kernel_abi` and the Caps the kernel was compiled for (`Target.arch`), so they always agree.
 
 A buffer parameter (slot 0..n-1) is
-  - passed by address (buffer device address, `bda` in Caps) when its binding could pass maxStorageBufferRange. A view is
-    bound from its start aligned down (to minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need
-    n + align - 1 bytes of range. n is the PARAM's size (shape x itemsize), known at compile time: a small view of a huge buffer
-    binds only its own range and keeps the descriptor path. A symbolic size counts as unbounded;
-  - else bound by descriptor: set 0, binding = its rank among the descriptor-bound slots. When there are more of them than
-    maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (windows.py `Windows`) reaches them through at
-    most D descriptors, each a window over one memory block (memory.py: many buffers share a block's VkBuffer) holding the slots
-    that lie in it, and renumbers the shader's Binding decorations to the windows (a pipeline per assignment, like the
-    alignment variants below); a slot's element offset inside its window is then a whole word of _off. Where the slots lie in
-    more blocks than D, the read-only ones of the blocks left over are first gathered into one scratch buffer by queue-ordered
-    copies (`VULKAN_DISABLE=share` gives every slot a window of its own, so this path is taken whenever D is passed).
-    A slot whose binding could pass maxStorageBufferRange on a device without `bda` makes the kernel windowed too: the plan
-    (renderer/kernel.py `reach`) proves the bytes of it that workgroup x can touch lie in [a*x + lo, a*x + hi) for each access,
-    the module carries that as `OpSourceExtension "tinygrad_vk.reach:<slot>:<a>:<lo>:<hi>"` (REACH), and the runtime launches
-    the kernel in pieces of workgroups along x, each with that slot's window where the piece reaches (its _o may be negative).
-    Where no such bound exists (an index read from memory) or one workgroup reaches past the range, the slot is split (SPLIT):
-    k windows of w bytes from its view's start aligned down, at k shader bindings of their own past the slots' ranks
-    (`OpSourceExtension "tinygrad_vk.split:<slot>:<k>:<w>:<first binding>"`); an access reads every window at its index clamped
-    into it and selects the one the index falls in, and stores to that one only. Refused when the windows and one more for
-    the other slots do not fit the descriptors.
-A slot of 1- or 2-byte elements that the kernel reaches in 32-bit words (renderer/packing.py) is bound at a whole word: its view's
-byte offset past the binding's start, _o<slot> x itemsize, a multiple of 4, so a field's bit shift comes from the index inside
-the view alone, the same for every slot indexed alike (`OpSourceExtension "tinygrad_vk.words:<slot>"`, WORD_VIEW). The runtime
-(windows.py `realign`) moves a view at another byte through an aligned scratch buffer: copied in before the launch, and out after
-it where the kernel writes the slot.
+  - passed by address (`bda`) when its binding could pass maxStorageBufferRange: a view is bound from its start aligned down (to
+    minStorageBufferOffsetAlignment, or ADDR_ALIGN for an address), so n bytes may need n + align - 1 of range. n is the PARAM's
+    size, known at compile time (a small view of a huge buffer keeps the descriptor path); a symbolic size counts as unbounded;
+  - else bound by descriptor: set 0, binding = its rank among the descriptor-bound slots. With more of them than
+    maxPerStageDescriptorStorageBuffers (D) the kernel is `windowed`: the runtime (windows.py) reaches them through at most D
+    descriptors, each a window over one memory block (memory.py) holding the slots that lie in it, and renumbers the shader's
+    Binding decorations to the windows (a pipeline per assignment); a slot's element offset inside its window is then a whole
+    word of _off. Where the slots lie in more blocks than D, the read-only ones of the blocks left over are first gathered into
+    one scratch buffer (`VULKAN_DISABLE=share` gives every slot a window of its own, so this path is taken whenever D is passed).
+    A slot that could pass maxStorageBufferRange without `bda` makes the kernel windowed too (REACH): the plan (kernel.py) proves
+    that the bytes of it workgroup x can touch lie in [a*x + lo, a*x + hi) for each access, the module carries that as
+    `OpSourceExtension "tinygrad_vk.reach:<slot>:<a>:<lo>:<hi>"`, and the runtime launches the kernel in pieces of workgroups
+    along x, each with that slot's window where the piece reaches (its _o may be negative). Where no such bound exists (an index
+    read from memory) or one workgroup reaches past the range, the slot is split (SPLIT, "tinygrad_vk.split:<slot>:<k>:<w>:<first
+    binding>"): k windows of w bytes from its view's start aligned down, at k bindings of their own past the slots' ranks; an
+    access reads every window at its index clamped into it and selects the one the index falls in, and stores to that one only.
+    Refused when the windows and one more for the other slots do not fit the descriptors.
+A slot of 1- or 2-byte elements reached in 32-bit words (packing.py; WORD_VIEW, "tinygrad_vk.words:<slot>") is bound at a whole
+word: _o<slot> x itemsize is a multiple of 4, so a field's bit shift comes from the index inside the view alone. The runtime
+(windows.py `realign`) moves a view at another byte through an aligned scratch buffer, copied in before the launch and out after.
 Push constants (std430, byte offsets):
   0               uint _off[ceil(n/4)]: per slot one byte, the view's element offset past its aligned-down start (< 256);
                   windowed: uint _off[n], per slot its element offset inside its window
   then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
   then            the scalar vars at TinyELF.iter_sig offsets
-  then 4-aligned  int _xbase where launch x may pass maxComputeWorkGroupCount[0] (`OpSourceExtension "tinygrad_vk.xbase"`, XBASE):
-                  the runtime dispatches at most that many workgroups at a time, and gidx0 is gl_WorkGroupID.x + _xbase
-                  (vkCmdDispatchBase's base must stay under the limit)
-Indexing: tinygrad indexes a buffer with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
-(OpAccessChain) and the driver scales it to a 64-bit address on a PhysicalStorageBuffer pointer, so byte offsets past 2^31 need
-no 64-bit arithmetic in the shader, and no shaderInt64: the address is a pointer-typed push constant (bufferDeviceAddress without
-shaderInt64, as on the Raspberry Pi's v3dv, passes buffers of any size by address). An int64 index cannot index an array: on an
-address slot the renderer computes the element's address in 64 bits (base + index * itemsize); a descriptor slot has at most
-2^31-1 elements (a bigger one goes by address, and is refused without `bda`), so its int64 index is narrowed to int32 without loss.
+  then 4-aligned  int _xbase where launch x may pass maxComputeWorkGroupCount[0] (XBASE, "tinygrad_vk.xbase"): the runtime
+                  dispatches at most that many workgroups at a time (vkCmdDispatchBase's base must stay under the limit), and
+                  gidx0 is gl_WorkGroupID.x + _xbase
+Indexing: tinygrad indexes with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
+(OpAccessChain), which the driver scales to a 64-bit address: buffers of any size pass by address without 64-bit arithmetic in
+the shader, or shaderInt64 (as on the Raspberry Pi's v3dv). An int64 index cannot index an array: on an address slot the element's
+address is computed in 64 bits (base + index * itemsize); a descriptor slot has at most 2^31-1 elements (a bigger one goes by
+address, and is refused without `bda`), so its int64 index is narrowed to int32 without loss.
 """
 from __future__ import annotations
 import math
@@ -91,19 +85,12 @@ def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType
   launch x may pass maxComputeWorkGroupCount[0] (XBASE); windows: the bindings of split slots (SPLIT)."""
   addressed = [by_address(caps, isz, n) for isz, n in bufs]
   windowed = len(bufs) - sum(addressed) > caps.bufs or any(pieced(caps, isz, n) for isz, n in bufs)
-  binding: list[int|None] = []
+  binding = [None if a else i - sum(addressed[:i]) for i, a in enumerate(addressed)]   # a descriptor slot's rank
   address: list[int|None] = []
-  ndesc, off = 0, 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
-  for a in addressed:
-    if a:
-      off = round_up(off, 8)
-      binding.append(None)
-      address.append(off)
-      off += 8
-    else:
-      binding.append(ndesc)
-      address.append(None)
-      ndesc += 1
+  ndesc, off = len(bufs) - sum(addressed), 4 * (len(bufs) if windowed else ceildiv(len(bufs), 4))
+  for a in addressed:   # each address 8-aligned after _off[], in slot order
+    address.append((off := round_up(off, 8)) if a else None)
+    off += 8 * a
   vars_ = tuple(TinyELF.iter_sig(tuple((None, 0, dt, ()) for dt in var_dtypes), off))
   pc_size = round_up(max([o + dt.itemsize for o, dt in vars_] + [off]), 4)
   return KernelABI(tuple(binding), tuple(address), vars_, pc_size + 4 * wide, windowed, min(ndesc + windows, caps.bufs), ndesc + windows,

@@ -1,17 +1,7 @@
-"""tinygrad UOps -> GLSL 4.50 compute shaders for Vulkan.
-
-Layout of a rendered kernel (the ABI itself, shared with the runtime, is renderer/abi.py):
-  - a global buffer is `layout(set=0, binding=<rank>) buffer` (readonly when the kernel never stores to it), or, past
-    maxStorageBufferRange, a `buffer_reference` in the push constants with a macro that keeps the same array syntax;
-  - one push-constant block: `_off[]`, the element offset of each buffer inside its binding (4 per word, one byte each:
-    a descriptor offset must be a multiple of minStorageBufferOffsetAlignment, so a view is bound at the aligned-down byte
-    offset and the remainder, always < 256 bytes, is added to every index; a word each in a windowed kernel, whose bindings
-    the runtime renumbers), then the buffer addresses, then the scalar vars;
-  - the local size is baked in (`layout(local_size_x=...)`); the runtime dispatches `global_size` workgroups;
-  - a buffer view inside a kernel (BITCAST/SHRINK of a PARAM) reads an extra declaration aliasing the same binding;
-  - coalesced (float4) loads/stores of a global buffer read a vecN declaration of the binding when the view's element offset
-    keeps them aligned (specialization constant _a<slot>, one pipeline per alignment), and are packed from scalars otherwise;
-  - bfloat16 is stored as uint16_t, computed in float, and converted with round-to-nearest-even bit math.
+"""tinygrad UOps -> GLSL 4.50 compute shaders, compiled by glslang: the reference the SPIR-V renderer is tested against. What a
+kernel declares and how it indexes is the plan's (kernel.py) and the ABI's (abi.py). GLSL has no pointer casts: a view or a vecN
+access of a buffer reads another declaration aliasing its binding, and a buffer passed by address is a buffer_reference behind a
+macro that keeps the array syntax. bfloat16 is stored as uint16_t and computed in float.
 """
 from __future__ import annotations
 import math, struct
@@ -23,8 +13,8 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
 from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, OFFSET, dtname, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words
+from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, Buf, OFFSET, dtname, UINT_OF_SIZE
+from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
 from tinygrad_vk.renderer.views import MEMORY
 from tinygrad_vk.renderer.half import held
 
@@ -69,8 +59,8 @@ def render_bitcast(to:DType, frm:DType, x:str) -> str:
   raise CompileError(f"VULKAN: no GLSL bitcast from {frm} to {to}")
 
 def select(c:str, t:str, f:str) -> str:
-  """c ? t : f for values, as mix(): glslang turns a ?: into a branch and a Function variable (SwiftShader took minutes to build a
-  kernel of 99), mix() with a bool selector into one OpSelect. Never for a gated load: only ?: keeps the load from running."""
+  """c ? t : f for values, as mix() with a bool selector: one OpSelect, where glslang makes a ?: a branch and a Function variable,
+  slow for drivers to build. Never for a gated load: only ?: keeps the load from running."""
   return f"mix({f},{t},{c})"
 
 def render_cast(to:DType, frm:DType, x:str) -> str:
@@ -79,11 +69,8 @@ def render_cast(to:DType, frm:DType, x:str) -> str:
   if frm == dtypes.bool: return select(x, lit(to, 1), lit(to, 0))
   return f"{TYPES[to]}({x})"
 
-def offset(word:int, shift:int, mask:int|None) -> str:
-  """_o<slot> from its place in _off[] (abi.off_word)."""
-  return f"_off[{word}]" if mask is None else f"(_off[{word}] >> {shift}u) & {mask}u"
+def offset(word:int, shift:int, mask:int|None) -> str: return f"_off[{word}]" if mask is None else f"(_off[{word}] >> {shift}u) & {mask}u"
 
-def _is_signed(dt:DType) -> bool: return dt in dtypes.sints
 def guard(op:str, x:str, dt:DType) -> str:
   # GLSL leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below zero and for
   # NaN (!(x>=0) is both), -inf at zero
@@ -97,8 +84,7 @@ def _int_idx(ctx:GLSLRenderer, idx:UOp, addr64=False) -> str:
   if addr64: return i if idx.dtype == dtypes.long else f"int64_t({i})"
   return i if idx.dtype == dtypes.int else f"int({i})"
 
-# Memory accesses as the shared plan decides them (kernel.Access). GLSL has no pointer casts: another declaration of a buffer's
-# memory is an alias of the same binding (Vulkan lets several variables share one), declared by render_kernel.
+# memory accesses as the plan decides them (kernel.Access); another declaration of a buffer's memory is an alias of its binding
 def _name(ctx:GLSLRenderer, a:Access) -> str:
   if ctx.plan.own(a): return ctx[a.base]
   t = f"{VEC[a.dtype]}{a.vec}" if a.vec > 1 else TYPES[a.dtype]
@@ -127,7 +113,7 @@ def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
 
 def in_window(ctx:GLSLRenderer, a:Access, j:int, stmt) -> str:
   """stmt(lvalue) for element j of the access: of a split slot, in the window its index falls in."""
-  if a.wins is None or a.addr64: return stmt(at(ctx, a, j))
+  if a.wins is None: return stmt(at(ctx, a, j))
   k, n, _ = a.wins
   i = _index(ctx, a, j)
   out = stmt(at(ctx, a, j, k - 1))
@@ -185,8 +171,7 @@ glsl_rewrite = PatternMatcher([
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: render_bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
    if x.addrspace not in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
-  # views are always inlined into the INDEX that uses them, which renders the whole chain (view_access, or a word access)
-  # a vector access (LOAD/STORE of SHRINK) is rendered by the LOAD/STORE itself
+  # a view is rendered by the INDEX that uses it (the plan reads the whole chain), a vector access (SHRINK) by its LOAD/STORE
   (UPat((Ops.BITCAST, Ops.SHRINK), name="x"),
    lambda ctx,x: "" if x.op is Ops.SHRINK or x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None),
   (UPat(Ops.BUFFER, name="x"), lambda ctx,x: f"shared uint {ctx[x]}[{x.max_numel() * x.dtype.itemsize // 4}];"
@@ -216,23 +201,20 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     Ops.ADD: _bool_op("+", "||"), Ops.MUL: _bool_op("*", "&&"), Ops.SUB: lambda a,b,dtype: f"({a}-{b})",
     Ops.FDIV: lambda a,b,dtype: f"({a}/{b})", Ops.CDIV: lambda a,b,dtype: f"({a}/{b})",
     # C truncating remainder: GLSL's % on signed ints is OpSMod (sign of the divisor)
-    Ops.CMOD: lambda a,b,dtype: f"({a}-{b}*({a}/{b}))" if _is_signed(dtype) else f"({a}-{b}*trunc({a}/{b}))" if dtypes.is_float(dtype)
+    Ops.CMOD: lambda a,b,dtype: f"({a}-{b}*({a}/{b}))" if dtype in dtypes.sints else f"({a}-{b}*trunc({a}/{b}))" if dtypes.is_float(dtype)
       else f"({a}%{b})",
     Ops.CMPNE: lambda a,b,dtype: f"({a}!={b})", Ops.CMPEQ: lambda a,b,dtype: f"({a}=={b})", Ops.CMPLT: lambda a,b,dtype: f"({a}<{b})",
     Ops.SHR: lambda a,b,dtype: f"({a}>>{b})", Ops.SHL: lambda a,b,dtype: f"({a}<<{b})",
     Ops.WHERE: lambda a,b,c,dtype: select(a, b, c)}
   string_rewrite = glsl_rewrite
-
   def __init__(self, target):
     super().__init__(target)
     self.compiler = GLSLCompiler(tuple(w for w in (16, 32, 64) if f"nan{w}" in self.caps), spirv_target(self.caps))
-
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if (dtype := held(self.caps, dtype)) not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
     if sz == 1: return TYPES[dtype]
     if sz > 4: raise CompileError(f"VULKAN: GLSL has no vector of {sz} {dtname(dtype)}")
     return f"{VEC[dtype]}{sz}"
-
   def render(self, uops:list[UOp]) -> str:
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
     self.plan = self.kernel_plan(uops)
@@ -240,15 +222,16 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     self.code_for_workitem = {**GLSLRenderer.code_for_workitem, "g": (lambda x: f"({g(x)}+_xbase)" if x == "0" else g(x))
                               if self.plan.abi.xbase is not None else g}
     return super().render(uops)
-
   def render_kernel(self, function_name:str, kernel:list[str], bufs:list[tuple[str, tuple[UOp, bool]]], uops:list[UOp], prefix=None) -> str:
     shared = [l.strip() for l in kernel if l.lstrip().startswith("shared ")]
     body = [l for l in kernel if not l.lstrip().startswith("shared ")]
     names = {u: name for name, (u, _) in bufs}
     plan, aliases = self.plan, self.aliases
-    pc = [(0, f"uint _off[{plan.abi.nwords}];")] if plan.bufs else []   # (offset, member): members are declared in offset order
-    pc += [(off, f"layout(offset={off}) {'uint' if var_in_words(u) else TYPES[u.dtype]} {names[u]}{'[2]' if var_in_words(u) else ''};")
-           for u, off in plan.vars] + ([(plan.abi.xbase, f"layout(offset={plan.abi.xbase}) int _xbase;")] if plan.abi.xbase is not None else [])
+    def member(off:int, key:str, dt:DType, n:int, what) -> str:
+      if key == "off": return f"uint _off[{n}];"
+      ty, name = (f"{names[what.uop]}_R", f"_{key}") if isinstance(what, Buf) else (TYPES[dt], names[what] if what is not None else f"_{key}")
+      return f"layout(offset={off}) {ty} {name}{f'[{n}]' if n else ''};"
+    pc = [member(*m) for m in plan.push_constants()]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
     lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.meta.encode()), *(f"#extension {e} : require" for e in exts),
@@ -257,7 +240,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     for slot, b in sorted(plan.bufs.items()):
       name = names[b.uop]
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
-      if (off := b.address) is None:
+      if b.address is None:
         if b.texel: lines.append(f"layout(set=0, binding={b.binding}, r32ui) uniform readonly uimageBuffer {name};")
         elif (sp := plan.meta.split.get(slot)) is not None:   # a split slot: its windows (spv.KernelMeta.split)
           lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
@@ -265,12 +248,11 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
         else: lines += [f"layout(set=0, binding={b.binding}, std430) {ro}buffer {n}_B {{ {t} {n}[]; }};" for t, n in views.items()]
         continue
       # passed by address: a buffer_reference type per view of it, and a macro that keeps the array syntax of the descriptor path
-      pc.append((off, f"layout(offset={off}) {name}_R _p{slot};"))
       for t, n in views.items():
         lines.append(f"layout(buffer_reference, std430, buffer_reference_align={SIZE[t]}) {ro}buffer {n}_R {{ {t} v[]; }};")
         defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
         if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
-    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(m for _, m in sorted(pc)) + " };")
+    if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
     lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot in sorted(plan.bufs) if aliases.get(slot)]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)

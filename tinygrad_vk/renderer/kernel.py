@@ -1,18 +1,16 @@
-"""What both renderers (GLSL and SPIR-V) do around their own lowering, so that they agree with each other and with the runtime:
-  * `extra_matcher(caps)`: the UOp rewrites before rendering (what Vulkan's shading languages lack, bfloat16 in float,
-    sin without int64 (sin32.py), half without shaderFloat16 (half.py), 8/16-bit packing (packing.py), reductions that read no
-    launch index computed once per workgroup (hoist.py), the loop budget (loops.py), local dims merged into x (simd.py), bigger
-    register tiles (tile.py));
+"""What both renderers (GLSL and SPIR-V) share, so that they agree with each other and with the runtime:
+  * `extra_matcher(caps)`: the UOp rewrites before rendering: what Vulkan's shading languages lack (bfloat16 in float, sin without
+    int64: sin32.py, half without shaderFloat16: half.py, 8/16-bit packing: packing.py), the loop budget (loops.py) and llvmpipe's
+    speed paths (hoist.py, simd.py, tile.py);
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
-  * `plan_kernel`: the declaration plan of a kernel's buffers and scalars under the kernel ABI (abi.py, which the runtime packs):
-    per slot its descriptor binding or push-constant address, the element type it is declared with, whether it is written;
-    and per memory access (`KernelPlan.access`, `.vector`) which declaration it goes through and how its index is made up:
-    views, 8/16-bit words, vector aliases, 64-bit addresses. A renderer only writes what the plan says in its syntax;
+  * `plan_kernel`: the KernelPlan: each buffer's and scalar's declaration under the ABI (abi.py, which the runtime packs), the
+    push-constant block, and per memory access (`KernelPlan.access`, `.vector`) the declaration it goes through and its index:
+    views, 8/16-bit words, vector aliases, split windows, 64-bit addresses. A renderer writes what the plan says in its syntax;
   * `VulkanRenderer`: what both renderers declare to tinygrad (limits, native ops, dtypes) from the device's Caps.
 """
 from __future__ import annotations
 import math
-from typing import Callable, cast
+from typing import Callable, Iterator, cast
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
@@ -59,13 +57,11 @@ nan_bits_matcher = PatternMatcher([
   (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
 ])
 
-# The passes over a whole kernel, in order, each with the flag that turns it on (None: always). tinygrad's final rewrite reaches the
-# SINK after every op-level rule, tries the passes in this order, and tries all of them again on the kernel one returns: each pass
-# sees what every earlier one finished with, and returns None once it has nothing to do.
+# The passes over a whole kernel, in order, each with the flag that turns it on (None: always). The SINK rule tries them in order and
+# again on the kernel one returns, so each pass sees what the earlier ones finished with (a pass returns None when done):
 #   half, packing: types first, so that the later passes see the loads, stores and registers the renderers will write;
 #   hoist: before the loop budget, since a reduction computed once per workgroup makes fewer passes;
-#   the loop budget, where the device has one (no later pass adds loop passes; without "spread" a kernel over it is refused);
-#   fillx, tile: llvmpipe's speed paths, on the kernel's final loops.
+#   the loop budget (no later pass adds loop passes); fillx, tile: llvmpipe's speed paths, on the kernel's final loops.
 SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
   (None, half_in_words), (None, pack), ("hoist", hoist), (None, fit_budget), ("fillx", fill_x), ("tile", tile))
 
@@ -84,9 +80,9 @@ def keeps_sin(caps:Caps) -> bool: return "i64" not in caps
 
 def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   """Refuse a kernel this device cannot run (CompileError naming the kernel, the dtype or the budget and why)."""
-  if (bad := {u.dtype for u in uops if u.dtype in DTYPES} - supported_dtypes(caps)):
-    raise CompileError(f"VULKAN: this device does not support {', '.join(sorted(dtname(d) for d in bad))} "
-                       f"({'; '.join(sorted({refusal(d) for d in bad}))})")
+  if (bad := sorted(dtname(d) for d in {u.dtype for u in uops if u.dtype in DTYPES} - supported_dtypes(caps))):
+    why = "; ".join(f"{n}: {DTYPE_RULES[n][2] or 'not supported'}" for n in bad)
+    raise CompileError(f"VULKAN: this device does not support {', '.join(bad)} ({why})")
   packed = packed_dtypes(caps)
   if (left := [u for u in uops if u.dtype in packed and u.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER) and
                (u.dtype != dtypes.bool or u.op is Ops.INDEX and u.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL))]):
@@ -98,17 +94,14 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
     raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/sin32.py)")
   check_loop_budget(uops, caps.maxloop, name)
 
-def refusal(dt:DType) -> str: return f"{dtname(dt)}: {DTYPE_RULES[dtname(dt)][2] or 'not supported'}"
-
 # ---- what both renderers read off the final UOps
-
 UINT_OF_SIZE = {1: dtypes.uchar, 2: dtypes.ushort, 4: dtypes.uint, 8: dtypes.ulong}
 
 def kernel_name(uops:list[UOp]) -> str:
   return uops[-1].arg.function_name if uops and uops[-1].op is Ops.SINK and uops[-1].arg is not None else "test"
 
 def local_size(uops:list[UOp]) -> tuple[int, int, int]:
-  """The workgroup size baked into the shader: tinygrad's local dimensions (the runtime dispatches `global_size` workgroups)."""
+  """The workgroup size baked into the shader: tinygrad's local dimensions."""
   local = [1, 1, 1]
   for u in uops:
     if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(cast(int, u.src[0].ssimplify()))   # local sizes are constants
@@ -155,6 +148,15 @@ class KernelPlan:
   local: tuple[int, int, int]
   meta: KernelMeta   # the reach, split and word-reached slots: what the module carries for the runtime (renderers write meta.encode())
 
+  def push_constants(self) -> list[tuple[int, str, DType, int, Buf|UOp|None]]:
+    """The push-constant block (abi.py) in offset order: (byte offset, key, element type, array length or 0, what it is for):
+    off: _off[]; p<slot>: the address of the Buf, a pointer to its element type; var<slot>: the scalar PARAM (uint[2] when held
+    in words, packing.py); xbase: _xbase."""
+    m: list[tuple[int, str, DType, int, Buf|UOp|None]] = [(0, "off", dtypes.uint, self.abi.nwords, None)] if self.bufs else []
+    m += [(b.address, f"p{s}", b.dtype, 0, b) for s, b in self.bufs.items() if b.address is not None]
+    m += [(o, f"var{u.arg.slot}", *((dtypes.uint, 2) if var_in_words(u) else (u.dtype, 0)), u) for u, o in self.vars]
+    if self.abi.xbase is not None: m.append((self.abi.xbase, "xbase", dtypes.int, 0, None))
+    return sorted(m, key=lambda x: x[0])
   def windows(self, a:Access) -> Access:
     """The access through the windows of its slot where it is split (abi.py SPLIT)."""
     if a.slot is None or (sp := self.meta.split.get(a.slot)) is None: return a
@@ -163,11 +165,9 @@ class KernelPlan:
     """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
     A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
     return slot in self.bufs and self.bufs[slot].address is not None and any(i.dtype == dtypes.long for i in idxs)
-
   def own(self, a:Access) -> bool:
     """Whether the access goes through the buffer's own declaration (else another declaration of its memory)."""
     return a.slot is None or (a.dtype, a.vec) == (self.bufs[a.slot].dtype, 1)
-
   def access(self, bidx:UOp, j:int=0) -> Access:
     """The access of INDEX(buffer or view, index), element j past it."""
     b, i = bidx.src
@@ -184,14 +184,12 @@ class KernelPlan:
       wdt = b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]
       return self.windows(Access(base, wdt, tuple((t, s // w) for t, s in reversed(all_terms)), j, k=b.dtype.itemsize // w, addr64=addr64))
     return self.element(b, i, j)
-
   def element(self, b:UOp, i:UOp, j:int=0) -> Access:
     """Element i+j of a buffer (a PARAM or BUFFER, maybe under AFTER); a global one is offset by its view's _o."""
     base = b.buf_uop
     if base.op is Ops.PARAM:
       return self.windows(Access(base, self.bufs[base.arg.slot].dtype, ((i, 1), (OFFSET, 1)), j, addr64=self.addr64(base.arg.slot, i)))
     return Access(base, base.dtype, ((i, 1),), j)
-
   def vector(self, sh:UOp) -> tuple[Access|None, list[Access]]:
     """A coalesced (float4) access SHRINK(buffer, index, n): its n scalar accesses, and the vecN access that replaces them when
     the view offset keeps it aligned (None where it never can). Where tinygrad's index is a multiple of n, it is aligned when
@@ -202,9 +200,13 @@ class KernelPlan:
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
        multiple_of(sh.src[1]) % n or lanes[0].addr64 or self.bufs[b.arg.slot].texel: return None, lanes
     return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
+  def accesses(self, uops:list[UOp], ops=(Ops.LOAD, Ops.STORE)) -> Iterator[Access]:
+    """The scalar accesses of global memory by these ops (a vector access's lanes), as the renderers write them."""
+    for u in uops:
+      if u.op in ops and (b := u.src[0]).addrspace == AddrSpace.GLOBAL:
+        yield from self.vector(b)[1] if b.op is Ops.SHRINK else [self.access(b)] if b.op is Ops.INDEX else []
 
 # ---- the reach of a slot launched in pieces (abi.py REACH)
-
 def _const(u:UOp) -> int|None:
   if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]
   return int(u.arg) if u.op is Ops.CONST else None
@@ -243,25 +245,16 @@ def access_reach(a:Access, g:UOp|None) -> tuple[int, int, int]|None:
   return int(A * size), math.floor(LO * size) - SLACK, math.ceil((HI + max(a.vec, a.k)) * size) + SLACK
 
 def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> tuple[dict[int, tuple[tuple[int, int, int], ...]], dict[int, str]]:
-  """The reach of every access of these slots (the LOADs and STOREs, as the renderers see them), and for the slots that have
-  none, why."""
+  """The reach of every access of these slots, and for the slots that have none, why."""
   g = next((u for u in uops if u.op is Ops.SPECIAL and u.arg[0] == "g" and u.arg[-1] == "0"), None)
   out: dict[int, set] = {s: set() for s in slots}
   why: dict[int, str] = {}
-  for u in uops:
-    if u.op not in (Ops.LOAD, Ops.STORE) or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
-    accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
-    for a in accs:
-      if a.slot not in slots or a.slot in why: continue
-      if (r := access_reach(a, g)) is None: why[a.slot] = "its index is not bounded per workgroup (it depends on memory or wraps around)"
-      elif r[2] - r[1] + 256 > plan.caps.range: why[a.slot] = f"one workgroup reaches {r[2] - r[1]} bytes of it"
-      else: out[a.slot].add(r)
+  for a in plan.accesses(uops):
+    if a.slot not in slots or a.slot in why: continue
+    if (r := access_reach(a, g)) is None: why[a.slot] = "its index is not bounded per workgroup (it depends on memory or wraps around)"
+    elif r[2] - r[1] + 256 > plan.caps.range: why[a.slot] = f"one workgroup reaches {r[2] - r[1]} bytes of it"
+    else: out[a.slot].add(r)
   return {s: tuple(sorted(rs)) for s, rs in out.items() if s not in why}, why
-
-def window_bytes(caps:Caps) -> int:
-  """The bytes of each window of a split slot: whole 256-byte units within maxStorageBufferRange, the view's start aligned
-  down (by at most 255 bytes) counted in."""
-  return caps.range - caps.range % 256 - 256
 
 def _stored_param(st:UOp) -> UOp:
   b = st.src[0]
@@ -292,7 +285,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
   # each access selects from, when the descriptors hold them beside one window for the other slots
   reach, why = slot_reach(plan, uops, big)
-  split, first, wb = {}, sum(b is not None for b in abi.binding), window_bytes(caps)
+  # each window whole 256-byte units within maxStorageBufferRange, with room for the view's start aligned down (by < 256 bytes)
+  split, first, wb = {}, sum(b is not None for b in abi.binding), caps.range - caps.range % 256 - 256
   for s in sorted(why):
     isz, n = slot_info[s]
     split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
@@ -308,27 +302,22 @@ MAX_TEXELS = 15
 
 def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
   """The plan with the slots read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a branch
-  and a bounds check each, a texel buffer with one gather (~10x cheaper a float, scripts/load_cost.py). A slot qualifies when the
-  kernel only reads it, through a descriptor of an unwindowed kernel, every access a 32-bit element (one texel of R32_UINT, the
-  one format: each type is read as its bits) and its binding within maxTexelBufferElements; the first MAX_TEXELS of them. Its
-  vector accesses read lanes."""
+  and a bounds check each, a texel buffer with one gather. A slot qualifies when the kernel only reads it, through a descriptor of
+  an unwindowed kernel, every access a 32-bit element (a texel of R32_UINT, the one format: each type is read as its bits) and
+  its binding within maxTexelBufferElements; the first MAX_TEXELS of them. Its vector accesses read lanes."""
   caps = plan.caps
   if "texel" not in caps or plan.abi.windowed: return plan
   ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
         cast(int, numel(b.uop._shape)) + 256 // 4 <= caps.texels}
-  for u in uops:
-    if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
-    accs = plan.vector(b)[1] if b.op is Ops.SHRINK else [plan.access(b)] if b.op is Ops.INDEX else []
-    ok -= {a.slot for a in accs if a.dtype.itemsize != 4 or a.k != 1}
+  ok -= {a.slot for a in plan.accesses(uops, (Ops.LOAD,)) if a.dtype.itemsize != 4 or a.k != 1}
   ok = set(sorted(ok)[:MAX_TEXELS])
   return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()}) if ok else plan
 
 # ---- the renderers' common part
-
 # the ops both renderers have native code for: tinygrad decomposes the others, the same way for both, so they compute the same bits.
 # SIN is left out on purpose: Vulkan bounds its error only on [-pi, pi], so tinygrad's decomposition is used instead (where that
-# needs int64 the renderer keeps SIN and sin32.py lowers it, see keeps_sin). So is EXP2: Vulkan allows Exp2 3+2|x| ulp, lavapipe's
-# and SwiftShader's are off by more than 1 ulp for 37% of inputs; tinygrad's xexp2 is within 1 ulp, as on its CPU device.
+# needs int64 the renderer keeps SIN and sin32.py lowers it, see keeps_sin). So is EXP2: Vulkan allows Exp2 3+2|x| ulp, and
+# lavapipe's and SwiftShader's are often off by more than 1; tinygrad's xexp2 is within 1 ulp, as on its CPU device.
 NATIVE_OPS = (Ops.SQRT, Ops.LOG2, Ops.TRUNC, Ops.RECIPROCAL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.ADD, Ops.MUL, Ops.SUB,
               Ops.FDIV, Ops.CDIV, Ops.CMOD, Ops.CMPNE, Ops.CMPEQ, Ops.CMPLT, Ops.SHR, Ops.SHL, Ops.WHERE)
 

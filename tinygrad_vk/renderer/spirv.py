@@ -1,18 +1,9 @@
-"""tinygrad UOps -> SPIR-V compute shaders (1.5 on Vulkan 1.2+, 1.3 on Vulkan 1.1: caps.spirv_target), with no compiler binary.
-
-The renderer writes SPIR-V assembly (spirv-as syntax, one instruction a line: what DEBUG=4 prints) and compiler.py assembles it
-in-process. A kernel has the GLSL renderer's layout and semantics (renderer/glsl.py, the reference in the differential tests),
-so the runtime cannot tell the two apart:
-  - a global buffer is a StorageBuffer variable at DescriptorSet 0, Binding <slot>, NonWritable when the kernel never stores to
-    it; a view (BITCAST/SHRINK of a PARAM) and an aligned float4 access use other variables of the same binding, the vecN ones
-    behind the specialization constant _a<slot> (SpecId = slot);
-  - push constants: `_off[]` (the element offset of each binding's view, a byte each, a word each in a windowed kernel), then
-    the buffer addresses and the scalar vars at `TinyELF.iter_sig` offsets;
-  - tinygrad's local size is the LocalSize execution mode; gidx/lidx are WorkgroupId/LocalInvocationId;
-  - structured control flow: a RANGE is a loop whose counter is an OpPhi (OpLoopMerge), IF and gated loads are selections
-    (OpSelectionMerge); an INDEX is only dereferenced by its LOAD/STORE, so a gated access stays inside its branch;
-  - REG buffers are Function variables, LOCAL buffers Workgroup variables; values are SSA ids named like the C renderers'
-    (alu3, val0, gidx0, Ridx0), types and constants by what they are (%v4float, %int_3).
+"""tinygrad UOps -> SPIR-V assembly (spirv-as syntax, what DEBUG=4 prints), assembled in-process by compiler.py: no compiler binary.
+A kernel has the GLSL renderer's layout and semantics (glsl.py, the reference of the differential tests), so the runtime cannot
+tell the two apart; what its buffers and push constants are is the plan's (kernel.py) and the ABI's (abi.py). Control flow is
+structured: a RANGE is an OpLoopMerge loop with an OpPhi counter, IF and gated loads are selections, and an INDEX is only
+dereferenced by its LOAD/STORE, so a gated access stays inside its branch. Values are SSA ids named like the C renderers'
+(alu3, val0, gidx0, Ridx0), types and constants by what they are (%v4float, %int_3).
 """
 from __future__ import annotations
 import math, struct
@@ -24,7 +15,7 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps, FLAGS, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, OFFSET, kernel_name, UINT_OF_SIZE
+from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, Buf, OFFSET, kernel_name, UINT_OF_SIZE
 from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
 from tinygrad_vk.renderer.views import MEMORY
 from tinygrad_vk.renderer.half import held
@@ -73,8 +64,7 @@ class Module:
   """A SPIR-V module being written: types, constants and variables declared once on first use, instructions, and the entry block's
   prologue (values every block may use: push constants, builtins, view offsets, buffer addresses)."""
   def __init__(self, caps:Caps):
-    self.caps, self.n = caps, 0
-    self.target = spirv_target(caps)
+    self.caps, self.n, self.target = caps, 0, spirv_target(caps)
     self.decl: dict[str, str] = {}     # id -> declaration line of every type, constant and module variable
     self.glob: list[str] = []
     self.deco: list[str] = []
@@ -87,8 +77,6 @@ class Module:
     self.cache: dict[str, str] = {}    # prologue values, once each
     self.block = "%entry"
     self.g("%fn_void", f"OpTypeFunction {self.T('void')}")
-
-  # ---- ids, types, constants, variables
   def nid(self, prefix="t") -> str:
     self.n += 1
     return f"%{prefix}{self.n}"
@@ -98,7 +86,6 @@ class Module:
       self.decl[rid] = decl
       self.glob.append(f"{rid} = {decl}")
     return rid
-
   def T(self, dt:DType|str, n:int=1, arr:int=0, stride:int=0) -> str:
     """The type id of a scalar (dtype or name), its vecN, or an array of it (arr > 0; arr < 0: runtime array), once each."""
     name = dt if isinstance(dt, str) else TYPE[held(self.caps, dt)]
@@ -111,10 +98,8 @@ class Module:
       return rid
     if n > 1: return rid if (rid := f"%v{n}{name}") in self.decl else self.g(rid, f"OpTypeVector {self.T(name)} {n}")
     return rid if (rid := f"%{name}") in self.decl else self.g(rid, DECL[name])
-
   def ty(self, u:UOp) -> str: return self.T(u.dtype, prod(u._shape) if u._shape else 1)   # values are scalars or vecN
   def ptr(self, sc:str, ty:str) -> str: return self.g(f"%p{SC[sc]}_{ty[1:]}", f"OpTypePointer {sc} {ty}")
-
   def const(self, dt:DType, v) -> str:
     if dt == dtypes.bool: return self.g(f"%{'true' if v else 'false'}", f"OpConstant{'True' if v else 'False'} {self.T(dt)}")
     if dt == dtypes.bfloat16: dt, v = dtypes.ushort, struct.unpack("I", struct.pack("f", float_to_bf16(float(v))))[0] >> 16
@@ -123,7 +108,6 @@ class Module:
       tok = repr(v) if math.isfinite(v) else f"{'-' if v < 0 else ''}0x1{'.8' if math.isnan(v) else ''}p+{FLOAT_EXP[dt]}"
     else: tok = str(truncate[dt](int(v)))
     return self.g(f"%{TYPE[dt]}_{tok.replace('-', 'n').replace('.', '_').replace('+', '')}", f"OpConstant {self.T(dt)} {tok}")
-
   def var(self, rid:str, ty:str, sc:str) -> str:
     if rid not in self.decl:
       decl = f"OpVariable {self.ptr(sc, ty)} {sc}"
@@ -135,7 +119,6 @@ class Module:
         # the entry point lists the variables it uses: every one from SPIR-V 1.4 on, only Input/Output before
         if sc == "Input" or self.target.version >= (1, 4): self.iface.append(rid)
     return rid
-
   def psb(self, dt:DType, n:int, ro:bool) -> str:
     """The pointer type of a buffer passed by address whose elements are dt (or vecN of it): to a Block of one runtime array."""
     ety = self.T(dt, n)
@@ -143,13 +126,10 @@ class Module:
       self.g(st, f"OpTypeStruct {self.T(dt, n, arr=-1, stride=dt.itemsize * n)}")
       self.deco += [f"OpDecorate {st} Block", f"OpMemberDecorate {st} 0 Offset 0"] + ([f"OpMemberDecorate {st} 0 NonWritable"] if ro else [])
     return self.ptr("PhysicalStorageBuffer", st)
-
-  # ---- instructions
   def op(self, name:str, ty:str, *args:str, prefix="t", rid:str="") -> str:
     """One instruction with a result; its id is `rid` or a fresh one."""
     self.body.append(f"{(rid := rid or self.nid(prefix))} = {name} {ty} {' '.join(args)}")
     return rid
-
   def do(self, *words:str) -> str:
     """One instruction without a result."""
     self.body.append(" ".join(words))
@@ -161,7 +141,7 @@ class Module:
   def ext(self, fn:str, ty:str, x:str) -> str:
     self.uses_glsl = True
     return self.op("OpExtInst", ty, "%glsl", fn, x)
-
+  def add(self, i:str, j:int, dt:DType=dtypes.int) -> str: return self.op("OpIAdd", self.T(dt), i, self.const(dt, j)) if j else i
   def prologue(self, key:str, fn) -> str:
     """A value computed once in the entry block, which dominates every use."""
     if key not in self.cache:
@@ -169,7 +149,6 @@ class Module:
       try: self.cache[key] = fn()
       finally: self.body = body
     return self.cache[key]
-
   def branch(self, cond:str, then, other=None, ty:str="", alt:str="") -> str:
     """if (cond) then() else other(), as a selection; with ty, the value: OpPhi of theirs (of `alt` when there is no other)."""
     t, f, m, pre = self.nid("L"), self.nid("L"), self.nid("L"), self.block
@@ -184,7 +163,6 @@ class Module:
       self.do("OpBranch", m)
     self.label(m)
     return self.op("OpPhi", ty, a, ta, alt, pre) if ty else ""
-
   def cast(self, frm:DType, to:DType, x:str) -> str:
     if (frm := held(self.caps, frm)) == (to := held(self.caps, to)): return x
     if to == dtypes.bool: return self.op("OpFUnordNotEqual" if dtypes.is_float(frm) else "OpINotEqual", self.T(to), x, self.const(frm, 0))
@@ -197,12 +175,10 @@ class Module:
     if not dtypes.is_unsigned(frm): return self.op("OpSConvert", self.T(to), x)
     u = self.op("OpUConvert", self.T(UINT_OF_SIZE[to.itemsize]), x)
     return u if dtypes.is_unsigned(to) else self.op("OpBitcast", self.T(to), u)
-
   def bitcast(self, frm:DType, to:DType, x:str) -> str:
     if TYPE[frm] == TYPE[to]: return x
     if dtypes.bool in (frm, to): raise CompileError(f"no bitcast between {frm} and {to}")
     return self.op("OpBitcast", self.T(to), x)
-
 
 class Memory(Module):
   """Buffers and memory accesses as the shared plan decides them (kernel.Access): declarations by descriptor, texel buffer or
@@ -210,6 +186,10 @@ class Memory(Module):
   plan: KernelPlan
   r: dict[UOp, Any]       # SPIRVKernel's: the id of each value
   member: dict[str, int]  # SPIRVKernel's: the push-constant members
+  def push(self, ty:str, key:str, *idx:int, rid:str="") -> str:
+    """Push-constant member `key` (element idx of an array one)."""
+    chain = [self.ptr("PushConstant", ty), "%pc", *(self.const(dtypes.int, i) for i in (self.member[key], *idx))]
+    return self.op("OpLoad", ty, self.op("OpAccessChain", *chain), rid=rid)
   def buf(self, slot:int, dt:DType, n:int=1, w:int|None=None) -> Ref:
     """The elements of the PARAM at `slot` as dt (or vecN of it): its own declaration, or another of the same memory (a view,
     a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
@@ -224,11 +204,7 @@ class Memory(Module):
     ety, self.sb_bytes = self.T(dt, n), self.sb_bytes | {dt.itemsize}
     own = (dt, n) == (b.dtype, 1)
     if b.address is not None:
-      def load():
-        pty = self.psb(b.dtype, 1, not b.writable)
-        return self.op("OpLoad", pty, self.op("OpAccessChain", self.ptr("PushConstant", pty), "%pc", self.const(dtypes.int, self.member[f"p{slot}"])),
-                       rid=f"%p{slot}")
-      p = self.prologue(f"p{slot}", load)
+      p = self.prologue(f"p{slot}", lambda: self.push(self.psb(b.dtype, 1, not b.writable), f"p{slot}", rid=f"%p{slot}"))
       if not own: p = self.prologue(f"p{slot}_{ety[1:]}", lambda: self.op("OpBitcast", self.psb(dt, n, not b.writable), p))
       return Ref(p, ety, dt, "PhysicalStorageBuffer", size=dt.itemsize * n)
     rid = (f"%data{slot}" if own else f"%data{slot}_{ety[1:]}") + (f"_w{w}" if w is not None else "")
@@ -241,78 +217,63 @@ class Memory(Module):
       self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding if w is None else self.plan.meta.split[slot][2] + w}"]
       if not b.writable: self.deco.append(f"OpDecorate {rid} NonWritable")
     return Ref(rid, ety, dt, "StorageBuffer")
-
-  def int_index(self, i:UOp, addr64=False) -> str:
-    """An index as int, or as int64 for an element address computed in 64 bits (Access.addr64)."""
-    return self.cast(i.dtype, dtypes.long if addr64 else dtypes.int, self.r[i])
-
   def off(self, slot:int) -> str:
     """_o<slot>: the element offset of the view bound at `slot` inside its binding, a byte or a word of _off[] (abi.off_word)."""
     def load():
       word, shift, mask = self.plan.abi.off_word(slot)
       u = self.T(dtypes.uint)
-      b = self.op("OpLoad", u, self.op("OpAccessChain", self.ptr("PushConstant", u), "%pc", self.const(dtypes.int, 0), self.const(dtypes.int, word)))
+      b = self.push(u, "off", word)
       if mask is not None:
         b = self.op("OpBitwiseAnd", u, self.op("OpShiftRightLogical", u, b, self.const(dtypes.uint, shift)), self.const(dtypes.uint, mask))
       return self.op("OpBitcast", self.T(dtypes.int), b, rid=f"%o{slot}")
     return self.prologue(f"o{slot}", load)
-
   def param(self, x:UOp):
     if x.addrspace == AddrSpace.GLOBAL: return self.buf(x.arg.slot, self.plan.bufs[x.arg.slot].dtype)
     if var_in_words(x): return f"var{x.arg.slot}"   # read through var_word only
     ty, key = self.T(x.dtype), f"var{x.arg.slot}"
-    return self.prologue(key, lambda: self.op("OpLoad", ty, self.op("OpAccessChain", self.ptr("PushConstant", ty), "%pc",
-                                                                    self.const(dtypes.int, self.member[key])), rid=f"%{key}"))
-
+    return self.prologue(key, lambda: self.push(ty, key, rid=f"%{key}"))
   def var_word(self, key:str, w:int) -> str:
     u = self.T(dtypes.uint)
-    return self.prologue(f"{key}_{w}", lambda: self.op("OpLoad", u, self.op("OpAccessChain", self.ptr("PushConstant", u), "%pc",
-                                                                         self.const(dtypes.int, self.member[key]), self.const(dtypes.int, w))))
-
+    return self.prologue(f"{key}_{w}", lambda: self.push(u, key, w))
   def buffer(self, x:UOp) -> Ref:
     sc, name = ("Workgroup", "smem") if x.addrspace == AddrSpace.LOCAL else ("Function", "reg")
     # packed shared memory is words (renderer/packing.py)
     dt, n = (dtypes.uint, x.max_numel() * x.dtype.itemsize // 4) if sc == "Workgroup" and x.dtype in packed_dtypes(self.caps) else \
       (x.dtype, x.max_numel())
     return Ref(self.var(f"%{name}{x.arg.slot}", self.T(dt, arr=n), sc), self.T(dt), dt, sc)
-
   def index(self, x:UOp, b:UOp, i:UOp):
     if b.addrspace not in MEMORY:   # a lane of a vector value (a coalesced load or a STACK)
       if i.op is Ops.CAST and i.src[0].op is Ops.CONST: return self.op("OpCompositeExtract", self.T(b.dtype), self.r[b], str(i.src[0].arg))
       return self.op("OpVectorExtractDynamic", self.T(b.dtype), self.r[b], self.r[i])
     return self.ref(self.plan.access(x))
-
   def ref(self, a:Access) -> Ref:
     """The access's declaration, and its index computed from the plan's terms."""
     idt, idx = dtypes.long if a.addr64 else dtypes.int, ""
     for t, s in a.terms:
-      v = self.cast(dtypes.int, idt, self.off(cast(int, a.slot))) if t is OFFSET else self.int_index(t, a.addr64)   # OFFSET: of a slot
+      v = self.cast(dtypes.int, idt, self.off(cast(int, a.slot))) if t is OFFSET else self.cast(t.dtype, idt, self.r[t])   # OFFSET: of a slot
       if s != 1: v = self.op("OpIMul", self.T(idt), v, self.const(idt, s))
       idx = self.op("OpIAdd", self.T(idt), idx, v) if idx else v
-    if a.add: idx = self.op("OpIAdd", self.T(idt), idx, self.const(idt, a.add))
+    idx = self.add(idx, a.add, idt)
     if a.shift: idx = self.op("OpShiftRightArithmetic", self.T(idt), idx, self.const(idt, a.shift))
     ref = self.r[a.base] if a.slot is None else self.buf(a.slot, a.dtype, a.vec)
     return self.windows(ref._replace(idx=idx, k=a.k, addr64=a.addr64), a)
-
   def windows(self, ref:Ref, a:Access) -> Ref:
     """The ref through the windows of a split slot (Access.wins)."""
     if a.wins is None: return ref
     k, n, _ = a.wins
     return ref._replace(wins=tuple(self.buf(cast(int, a.slot), a.dtype, a.vec, w).var for w in range(k)), n=n)   # split: a slot's
-
   def in_window(self, ref:Ref, j:int, fn):
     """fn(pointer to element j of the ref): of a split slot, in the window its index falls in (a selection per window)."""
     if not ref.wins: return fn(self.pointer(ref, j))
-    i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
+    i = self.add(ref.idx, j)
     def go(w:int) -> str:
       if w == len(ref.wins) - 1: return fn(self.pointer(ref, j, w)) or ""
       cond = self.op("OpSLessThan", self.T(dtypes.bool), i, self.const(dtypes.int, (w + 1) * ref.n))
       return self.branch(cond, lambda: fn(self.pointer(ref, j, w)) or "", lambda: go(w + 1))
     go(0)
-
   def pointer(self, ref:Ref, j:int=0, w:int|None=None, clamp=False) -> str:
     if ref.addr64:   # the element's address in 64 bits: base + (idx + j) * size
-      i = self.op("OpIAdd", self.T(dtypes.long), ref.idx, self.const(dtypes.long, j)) if j else ref.idx
+      i = self.add(ref.idx, j, dtypes.long)
       base = self.prologue(f"u{ref.var}", lambda: self.op("OpConvertPtrToU", self.T(dtypes.ulong), ref.var))
       off = self.op("OpBitcast", self.T(dtypes.ulong), self.op("OpIMul", self.T(dtypes.long), i, self.const(dtypes.long, ref.size)))
       return self.op("OpConvertUToPtr", self.ptr(ref.sc, ref.ty), self.op("OpIAdd", self.T(dtypes.ulong), base, off))
@@ -326,26 +287,23 @@ class Memory(Module):
         idx = self.op("OpSelect", it, self.op("OpSLessThan", self.T(dtypes.bool), last, idx), last, idx)
     chain = [self.const(dtypes.int, 0), idx] if ref.sc in GLOBAL_SC else [idx]
     return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), var, *chain)
-
   # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
   def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
   def ld(self, ref:Ref, j:int=0, prefix="t") -> str:
     if ref.sc == "UniformConstant":   # texel j past the index, its first component's bits
       img = self.prologue(f"img{ref.var}", lambda: self.op("OpLoad", ref.ty, ref.var))
-      i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
+      i = self.add(ref.idx, j)
       texel = self.op("OpImageRead", self.T(dtypes.uint, 4), img, i)
       return self.bitcast(dtypes.uint, ref.dt, self.op("OpCompositeExtract", self.T(dtypes.uint), texel, "0", prefix=prefix))
     if not ref.wins: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
     # a split slot: every window read at the index clamped into it, the one the index falls in selected
     vals = [self.op("OpLoad", ref.ty, self.pointer(ref, j, w, clamp=True)) for w in range(len(ref.wins))]
-    i = self.op("OpIAdd", self.T(dtypes.int), ref.idx, self.const(dtypes.int, j)) if j else ref.idx
-    sel = vals[-1]
+    i, sel = self.add(ref.idx, j), vals[-1]
     for w in reversed(range(len(vals) - 1)):
       sel = self.op("OpSelect", ref.ty, self.op("OpSLessThan", self.T(dtypes.bool), i, self.const(dtypes.int, (w + 1) * ref.n)), vals[w], sel,
                     prefix=prefix)
     return sel
   def st(self, ref:Ref, v:str, j:int=0): self.in_window(ref, j, lambda p: self.do("OpStore", p, v, *self.mem(ref)))
-
   def read(self, ref:Ref, dt:DType, prefix="val") -> str:
     if ref.k > 1:   # a wide view element: k words, little end first
       u, wdt, bits = UINT_OF_SIZE[dt.itemsize], ref.dt, ""
@@ -359,7 +317,6 @@ class Memory(Module):
     if dt == dtypes.bool and ref.dt != dt:
       v = self.op("OpINotEqual", self.T(dt), self.op("OpUConvert", self.T(dtypes.uint), v), self.const(dtypes.uint, 0))
     return v
-
   def write(self, ref:Ref, dt:DType, v:str):
     if ref.k > 1:
       u, wdt = UINT_OF_SIZE[dt.itemsize], ref.dt
@@ -371,7 +328,6 @@ class Memory(Module):
     if dt == dtypes.bool and ref.dt != dt:
       v = self.op("OpUConvert", ref.ty, self.op("OpSelect", self.T(dtypes.uint), v, self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)))
     self.st(ref, v)
-
   def vector(self, sh:UOp) -> tuple[str|None, Ref|None, list[Ref]]:
     """A coalesced (float4) access: (the condition of its vecN access, that access, its scalar accesses), kernel.vector."""
     vec, lanes = self.plan.vector(sh)
@@ -379,25 +335,21 @@ class Memory(Module):
     if vec is None: return None, None, refs
     spec = self.g(f"%a{vec.slot}", f"OpSpecConstant {self.T(dtypes.int)} {VEC_ALIGN}")
     if (d := f"OpDecorate {spec} SpecId {vec.slot}") not in self.deco: self.deco.append(d)
-    # a specialization constant too: the driver's compiler sees the branch on it fold (SwiftShader ran out of 23 GB on 45 of them
-    # computed in the body)
+    # a specialization constant too, so that the driver folds what depends on it
     cond = self.g(f"%a{vec.slot}_{vec.vec}", f"OpSpecConstantOp {self.T(dtypes.bool)} SGreaterThanEqual {spec} {self.const(dtypes.int, vec.vec)}")
     # the vecN index is lane 0's >> shift (Access.vector): computed once from lane 0's
     idx = self.op("OpShiftRightArithmetic", self.T(dtypes.int), refs[0].idx, self.const(dtypes.int, vec.shift))
     return cond, self.windows(self.buf(cast(int, vec.slot), vec.dtype, vec.vec)._replace(idx=idx), vec), refs   # a global buffer's
-
   def load(self, bidx:UOp) -> str:
     if bidx.op is Ops.SHRINK:
       cond, vec, lanes = self.vector(bidx)
       ty = self.T(bidx.dtype, len(lanes))
       packed = self.op("OpCompositeConstruct", ty, *[self.read(l, bidx.dtype) for l in lanes], prefix="val")
       if cond is None: return packed
-      # both read, one selected: in bounds either way (the vecN one from lane 0's index rounded down), and the driver drops the
-      # other once the constant is specialized. A branch per access took SwiftShader past 23 GB on a kernel with 45
+      # both read, one selected (not a branch: drivers fold it once the constant is specialized); the vecN read is in bounds either way
       conds = self.op("OpCompositeConstruct", self.T(dtypes.bool, len(lanes)), *[cond] * len(lanes))   # SPIR-V 1.3: one per lane
       return self.op("OpSelect", ty, conds, self.read(cast(Ref, vec), bidx.dtype), packed, prefix="val")   # set with cond
     return self.read(ref, bidx.dtype) if isinstance(ref := self.r[bidx], Ref) else ref
-
   def store(self, bidx:UOp, v:UOp) -> str:
     if (rmw := read_modify_write(bidx, v)) is not None:   # a packed field of a word other invocations may store to at once
       scope, relaxed = self.const(dtypes.uint, 1), self.const(dtypes.uint, 0)
@@ -414,7 +366,6 @@ class Memory(Module):
     else: self.write(self.r[bidx], v.dtype, self.r[v])
     return ""
 
-
 class SPIRVKernel(Memory):
   """A kernel's UOps lowered into the module: push constants as the ABI lays them out, values, ALU and structured control flow."""
   def __init__(self, plan:KernelPlan, uops:list[UOp]):
@@ -424,18 +375,13 @@ class SPIRVKernel(Memory):
     self.structs: dict[UOp, Any] = {}   # open RANGE -> its labels (a tuple), open IF -> its merge label
     self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
     self.skip = self.dead_rmw_values(uops)
-    # push constants as the kernel ABI lays them out (renderer/abi.py): _off[], buffer addresses, scalars
-    members = [(0, self.T(dtypes.uint, arr=plan.abi.nwords, stride=4), "off")] if plan.bufs else []
-    members += [(b.address, self.psb(b.dtype, 1, not b.writable), f"p{slot}") for slot, b in plan.bufs.items() if b.address is not None]
-    members += [(off, self.T(dtypes.uint, arr=2, stride=4) if var_in_words(u) else self.T(u.dtype), f"var{u.arg.slot}") for u, off in plan.vars]
-    members += [(plan.abi.xbase, self.T(dtypes.int), "xbase")] if plan.abi.xbase is not None else []
-    members.sort()
-    self.member = {key: i for i, (_, _, key) in enumerate(members)}
+    members = plan.push_constants()
+    self.member = {key: i for i, (_, key, _, _, _) in enumerate(members)}
     if members:
-      pc = self.g("%PC", f"OpTypeStruct {' '.join(t for _, t, _ in members)}")
-      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {off}" for i, (off, _, _) in enumerate(members)]
-      self.var("%pc", pc, "PushConstant")
-
+      tys = [self.psb(dt, 1, not b.writable) if isinstance(b, Buf) else self.T(dt, arr=n, stride=4) if n else self.T(dt)
+             for _, _, dt, n, b in members]
+      self.deco += ["OpDecorate %PC Block"] + [f"OpMemberDecorate %PC {i} Offset {m[0]}" for i, m in enumerate(members)]
+      self.var("%pc", self.g("%PC", f"OpTypeStruct {' '.join(tys)}"), "PushConstant")
   def dead_rmw_values(self, uops:list[UOp]) -> set[UOp]:
     """The value of a read-modify-write store of a packed field, (LOAD & keep) | field: the store is two atomics on keep and
     field instead (packing.read_modify_write), so the LOAD and the masking are never computed."""
@@ -446,8 +392,6 @@ class SPIRVKernel(Memory):
         masked = v if field is None else v.src[1] if v.src[0] is field else v.src[0]
         dead |= {x for x in (v, masked, masked.src[1] if masked.src[0] is keep else masked.src[0]) if self.uses[x] == 1}
     return dead
-
-  # ---- values
   def special(self, x:UOp) -> str:
     builtin = {"g": "WorkgroupId", "l": "LocalInvocationId"}[x.arg[0]]
     def load():
@@ -459,10 +403,8 @@ class SPIRVKernel(Memory):
       wide = x.arg == "gidx0" and "xbase" in self.member
       v = self.op("OpBitcast", i, self.op("OpCompositeExtract", self.T(dtypes.uint), vec, x.arg[-1]), **({} if wide else {"rid": f"%{x.arg}"}))
       if not wide: return v
-      base = self.op("OpLoad", i, self.op("OpAccessChain", self.ptr("PushConstant", i), "%pc", self.const(dtypes.int, self.member["xbase"])))
-      return self.op("OpIAdd", i, v, base, rid=f"%{x.arg}")
+      return self.op("OpIAdd", i, v, self.push(i, "xbase"), rid=f"%{x.arg}")
     return self.prologue(x.arg, value)
-
   def alu(self, x:UOp) -> str:
     ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
     if x.op in CHAINED and dtypes.is_float(x.dtype):
@@ -473,8 +415,7 @@ class SPIRVKernel(Memory):
     if x.op is Ops.RECIPROCAL: return self.op("OpFDiv", ty, self.const(x.dtype, 1), a[0], prefix="alu")
     if x.op is Ops.TRUNC: return self.ext("Trunc", ty, a[0])
     if x.op in (Ops.SQRT, Ops.LOG2):
-      # GLSL.std.450 leaves log2(x<=0) and sqrt(x<0) undefined, and NaN is outside every domain; tinygrad wants IEEE: NaN below
-      # zero and for NaN (an unordered x < 0 is both), -inf at zero
+      # IEEE where GLSL.std.450 leaves them undefined (glsl.guard): NaN below zero and for NaN (an unordered x < 0), -inf at zero
       zero, b = self.const(x.dtype, 0), self.T(dtypes.bool)
       v = self.ext("Sqrt" if x.op is Ops.SQRT else "Log2", ty, a[0])
       if x.op is Ops.LOG2: v = self.op("OpSelect", ty, self.op("OpFOrdEqual", b, a[0], zero), self.const(x.dtype, -math.inf), v)
@@ -483,15 +424,12 @@ class SPIRVKernel(Memory):
       return self.op("OpFSub", ty, a[0], self.op("OpFMul", ty, a[1], self.ext("Trunc", ty, self.op("OpFDiv", ty, *a))), prefix="alu")
     if (name := ALU.get(x.op, (None,) * 4)[kind(sdt)]) is None: raise CompileError(f"no SPIR-V instruction for {x.op} on {sdt}")
     return self.op(name, ty, *a, prefix="alu")
-
   # tinygrad's C-style renderers (CPU's clang, GLSL) print a single-use ADD/MUL operand of the same op without parentheses, so
   # a + (b + c) runs as (a + b) + c. Float chains are evaluated that way here too: the same bits as DEV=CPU and the GLSL renderer.
   def chain(self, x:UOp) -> list[UOp]: return [o for s in x.src for o in (self.chain(s) if self.inner(s) else [s])]
   def inner(self, u:UOp) -> bool:
     """Whether u is such an operand: it is computed as part of its consumer's chain."""
     return u.op in CHAINED and dtypes.is_float(u.dtype) and self.uses[u] == 1 and self.consumer[u].op is u.op
-
-  # ---- control flow
   def loop(self, x:UOp) -> str:
     hdr, body, cont, merge, pre = self.nid("L"), self.nid("L"), self.nid("L"), self.nid("L"), self.block
     i, nxt = f"%{axis_letters[x.arg[-1]]}idx{range_str(x)}" if x.dtype != dtypes.void else "", self.nid()
@@ -508,7 +446,6 @@ class SPIRVKernel(Memory):
       self.do("OpBranchConditional", lt, body, merge)
     self.label(body)
     return i
-
   def end(self, x:UOp) -> str:
     rng = x.src[1]
     hdr, cont, merge, i, nxt = self.structs.pop(rng)
@@ -519,23 +456,19 @@ class SPIRVKernel(Memory):
       self.op("OpIAdd", self.ty(rng), i, self.const(rng.dtype, 1), rid=nxt)
       self.do("OpBranch", hdr)
     return self.label(merge)
-
   def if_(self, x:UOp) -> str:
     t, self.structs[x] = self.nid("L"), self.nid("L")
     self.do("OpSelectionMerge", self.structs[x], "None")
     self.do("OpBranchConditional", self.r[x.src[0]], t, self.structs[x])
     return self.label(t)
-
   def endif(self, x:UOp) -> str:
     self.do("OpBranch", m := self.structs.pop(x.src[0]))
     return self.label(m)
-
   def finish(self, name:str) -> str:
     d, addresses = self.decl, any(b.address is not None for b in self.plan.bufs.values())
     floats = [w for w, t in ((16, "%half"), (32, "%float"), (64, "%double")) if t in d and f"nan{w}" in self.caps]
-    # a kernel declares the capabilities it uses, each only where the device's Caps have it (a missing one is a renderer bug:
-    # refused, never handed to the driver). 8-bit integers without shaderInt8 are bool buffers' bytes, read and written as uint:
-    # 8-bit storage alone.
+    # the capabilities the kernel uses, each only where the device has it (a missing one is a renderer bug: refused, never handed to
+    # the driver). 8-bit integers without shaderInt8 are bool buffers' bytes, read and written as uint: 8-bit storage alone
     uses = {"Float16": ("f16", "%half" in d), "Float64": ("f64", "%double" in d), "Int64": ("i64", "%long" in d or "%ulong" in d),
             "Int16": ("i16", "%short" in d or "%ushort" in d), "Int8": ("i8", ("%char" in d or "%uchar" in d) and "i8" in self.caps),
             "StorageBuffer16BitAccess": ("s16", 2 in self.sb_bytes), "StorageBuffer8BitAccess": ("s8", 1 in self.sb_bytes),
@@ -590,7 +523,6 @@ class SPIRVRenderer(VulkanRenderer):
   def __init__(self, target):
     super().__init__(target)
     self.compiler = SPIRVCompiler(spirv_target(self.caps))
-
   def render(self, uops:list[UOp]) -> str:
     k, name = SPIRVKernel(self.kernel_plan(uops), uops), kernel_name(uops)
     for u in uops:
