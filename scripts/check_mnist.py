@@ -12,7 +12,7 @@ near-zero gradient that rounds to the other sign moves it the other way. Exits n
   python scripts/check_mnist.py [--batch 32] [--steps 3] [--budget N]
 
 --budget N sets VULKAN_MAX_LOOP_ITERATIONS=N, so that the model's reductions run over llvmpipe's loop budget and are spread over
-the workgroup (renderer/loops.py); at lavapipe's own budget (65535) tinygrad's kernels for this model already fit.
+the workgroup (renderer/passes/loops.py); at lavapipe's own budget (65535) tinygrad's kernels for this model already fit.
 """
 import argparse, os, sys, time
 import numpy as np

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A LLaMA-style transformer on VULKAN against CPU: RMSNorm, rotary embeddings, grouped-query attention with a KV cache at a
 symbolic position, SwiGLU; one forward pass over a prompt, then greedy tokens, the same random weights on both. In the model's
-dtype (DEFAULT_FLOAT=half runs it in half: on a device without shaderFloat16, half in 16-bit words, renderer/half.py).
+dtype (DEFAULT_FLOAT=half runs it in half: on a device without shaderFloat16, half in 16-bit words, renderer/passes/half.py).
 
   python scripts/llama_check.py [--layers 1] [--dim 64] [--heads 4] [--kv-heads 2] [--vocab 300] [--tokens 4]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one storage-buffer load costs a SIMD vector of invocations on this Vulkan driver, inside a loop and in straight-line code,
 at an address every lane shares (uniform) or one per lane; beside an FMA and a storage texel buffer load (imageLoad of R32_UINT).
-Explains the "texel" path (renderer/kernel.py texel_slots): on llvmpipe (lavapipe) a storage-buffer load is a scalar load per
+Explains the "texel" path (renderer/plan.py texel_slots): on llvmpipe (lavapipe) a storage-buffer load is a scalar load per
 lane, each behind a branch and a bounds check (gallivm emit_load_mem), except a uniform one outside control flow; a texel
 buffer load is one gather, about 10x cheaper.
 

@@ -152,7 +152,7 @@ print("ok")"""
 @pytest.mark.parametrize("env", [{}, {"VULKAN_DISABLE": "i64"}], ids=["device", "no-int64"])
 def test_int64_vars(env, tmp_path):
   # a 64-bit Variable over 32 bits, both signs; without shaderInt64 it reaches the kernel as two push-constant words
-  # (renderer/packing.py var_words: tinygrad's own int-pair rules take a var for a buffer and fail)
+  # (renderer/passes/packing.py var_words: tinygrad's own int-pair rules take a var for a buffer and fail)
   r = run_python(INT64_VARS, {**env, "VULKAN_DUMP": str(tmp_path)})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   if env: assert not [f for f in tmp_path.glob("*.spvasm") if "OpTypeInt 64" in f.read_text()]
@@ -197,13 +197,13 @@ def test_bitcast_to_every_same_size_type(dt):
     np.testing.assert_array_equal(Tensor(x).bitcast(d).numpy(), ref, err_msg=f"{dt} -> {d}")
 
 def in_words_run(code:str, ren:str):
-  """Run code under VULKAN_PROFILE=min (no shaderFloat16: half in words, renderer/half.py) on renderer ren, in a fresh process."""
+  """Run code under VULKAN_PROFILE=min (no shaderFloat16: half in words, renderer/passes/half.py) on renderer ren, in a fresh process."""
   r = run_python(code + 'print("ok")', {"VULKAN_PROFILE": "min", "DEV": f"VULKAN:{ren}", "VULKAN_MAX_STORAGE_RANGE": ""})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_keeps_denormals(ren):
-  # half without shaderFloat16 (renderer/half.py) converts denormals exactly both ways, as a device with it (and CPU) does:
+  # half without shaderFloat16 (renderer/passes/half.py) converts denormals exactly both ways, as a device with it (and CPU) does:
   # tinygrad's own conversion flushed them (log2 of a denormal half was -inf)
   in_words_run("""
 import numpy as np
@@ -219,7 +219,7 @@ np.testing.assert_allclose(Tensor(h[:3]).abs().log2().numpy(), np.log2(np.abs(h[
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_cast_rounds(ren):
-  # a cast into half gives a half value: without shaderFloat16 (renderer/half.py) it used to only clamp to half's range, so
+  # a cast into half gives a half value: without shaderFloat16 (renderer/passes/half.py) it used to only clamp to half's range, so
   # a.half() * b.half() multiplied float inputs (365 of 1031 products off by an ulp; tinygrad's test_gemm_fp16 0.008 off)
   in_words_run("""
 import numpy as np
@@ -236,7 +236,7 @@ assert out.view(np.uint16).tolist() == (i.astype(np.float16) + y.astype(np.float
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_accumulator_rounds(ren):
-  # a half accumulator (sum(dtype=half)) rounds to half on every step, as with shaderFloat16: without it (renderer/half.py) the
+  # a half accumulator (sum(dtype=half)) rounds to half on every step, as with shaderFloat16: without it (renderer/passes/half.py) the
   # register holds float values, each rounded to half by the op that made it; unrounded it would give the float sums. The
   # accumulator keeps its type in the final UOps, where tinygrad reads it (test_linearizer's test_arg_acc_dtype): it was the
   # register's 16-bit words (ushort)
@@ -262,7 +262,7 @@ for dt in (dtypes.half, dtypes.bfloat16):
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_bfloat16_in_words(ren):
-  # bfloat16 without shaderInt16 (renderer/half.py, as half): declared supported, so tinygrad's tests of it run; a cast into it
+  # bfloat16 without shaderInt16 (renderer/passes/half.py, as half): declared supported, so tinygrad's tests of it run; a cast into it
   # rounds to nearest even, stores round once, an accumulator rounds on every step
   in_words_run("""
 import numpy as np
@@ -286,7 +286,7 @@ assert Tensor(a).cast(dtypes.bfloat16).sum(axis=1, dtype=dtypes.bfloat16).bitcas
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_half_in_words_ops_round(ren):
-  # every op on half values rounds its result to half, as with shaderFloat16 (and on CPU): without it (renderer/half.py) products
+  # every op on half values rounds its result to half, as with shaderFloat16 (and on CPU): without it (renderer/passes/half.py) products
   # stayed float up to the store, so x % 1.25 of multiples of 1.25 (x * half(0.8) just under the integer in float, on it in half)
   # gave 1.25; and a bfloat16 chain rounds per op as with shaderInt16
   in_words_run("""

@@ -1,4 +1,4 @@
-"""Half-precision transformers on devices without shaderFloat16 (half in 16-bit words, renderer/half.py; packed in 32-bit words
+"""Half-precision transformers on devices without shaderFloat16 (half in 16-bit words, renderer/passes/half.py; packed in 32-bit words
 where 16-bit storage is missing too): GPT-2 (KV cache at a symbolic position, LayerNorm, GELU, tied head) and LLaMA-style (RMSNorm,
 rotary embeddings, grouped-query attention, SwiGLU) blocks, logits and greedy tokens against CPU with the same random weights.
 Both failed before in tinygrad 0.14's own half emulation (a half register accumulator under AFTER: UOp verification failed)."""

@@ -1,5 +1,5 @@
 """A reduction whose value does not depend on the launch indices (LAMB's trust ratio ||w|| / ||update||, fused by tinygrad into the
-elementwise update) is computed once per workgroup, spread over its invocations, in few workgroups (tinygrad_vk/renderer/hoist.py),
+elementwise update) is computed once per workgroup, spread over its invocations, in few workgroups (tinygrad_vk/renderer/passes/hoist.py),
 and every element stays right. Runs on any device: the fold's workgroup count is checked with the device's and a GPU's threads."""
 from dataclasses import replace
 import numpy as np
@@ -7,7 +7,7 @@ from util import data
 import pytest
 from tinygrad import Tensor, Device, Variable
 from tinygrad.helpers import prod
-from tinygrad_vk.renderer.loops import loop_passes
+from tinygrad_vk.renderer.passes.loops import loop_passes
 from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
 

@@ -1,5 +1,5 @@
 """llvmpipe exits every loop of a SIMD vector of invocations after 65535 passes in total: kernels with long reductions are reshaped
-to fit (tinygrad_vk/renderer/loops.py: spread over the workgroup, local dims traded for lanes, innermost loops unrolled) and must
+to fit (tinygrad_vk/renderer/passes/loops.py: spread over the workgroup, local dims traded for lanes, innermost loops unrolled) and must
 still be right; what cannot be reshaped is refused. Tests that give the renderer a budget of their own run on any device."""
 from dataclasses import replace
 import numpy as np
@@ -37,7 +37,7 @@ def test_loop_budget_is_measured():
 
 @needs_budget
 def test_limiter_semantics():
-  # what renderer/loops.py assumes, measured: a loop of n iterations runs min(n, budget) of them...
+  # what renderer/passes/loops.py assumes, measured: a loop of n iterations runs min(n, budget) of them...
   c = run_glsl("int n = 65530 + i; for (int k = 0; k < n; k++) c1++;", 16)[:, 0]
   assert c.tolist() == [min(65530 + i, BUDGET) for i in range(16)]
   # ...the counter belongs to a SIMD vector (4 or 8 lanes along x): a lane with a short first loop pays for a neighbour's long one

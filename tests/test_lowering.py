@@ -48,7 +48,7 @@ except Exception as e: print(type(e).__name__, e)""", {"VULKAN_DISABLE": "i64"})
 
 def test_int64_index_without_int64():
   """A gather whose index is computed in int64 (tinygrad's fused cross-entropy casts a loaded target to weakint): without
-  shaderInt64 the index is an int one (renderer/packing.py), not left as an unsplit int64 cast (CompileError before)."""
+  shaderInt64 the index is an int one (renderer/passes/packing.py), not left as an unsplit int64 cast (CompileError before)."""
   r = run_python('''
 import sys; sys.path.insert(0, "tests")
 import numpy as np

@@ -45,7 +45,7 @@ def test_views_at_odd_offsets(monkeypatch, dt, start):
   run_kernel([po.index(r).store(pv.index(r) * 3 + pw.index(r)).end(r)], [v, w, out])
   with np.errstate(over="ignore"): ref = a[first:first + n] * npdt(3) + a[first + 1:first + 1 + n]
   np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), npdt), ref)
-  if 0 in spy.words:   # 8/16-bit types packed in words (renderer/packing.py): a view inside a word is moved to a whole word
+  if 0 in spy.words:   # 8/16-bit types packed in words (renderer/passes/packing.py): a view inside a word is moved to a whole word
     assert spy.moved == {i for i, e in ((0, first), (1, first + 1)) if e * dt.itemsize % 4}, (spy.moved, spy.words)
   else: assert spy.offset_bound(0) and spy.offset_bound(1) and spy.variant_used(0), spy.binds
 

@@ -1,4 +1,4 @@
-"""8/16-bit types packed in 32-bit words (renderer/packing.py), tested on any device: each test runs in a fresh process with the
+"""8/16-bit types packed in 32-bit words (renderer/passes/packing.py), tested on any device: each test runs in a fresh process with the
 features switched off, either only the 8/16-bit storage (VULKAN_DISABLE=s8,s16, the rest native) or everything optional
 (VULKAN_PROFILE=min). Every element is checked against numpy, on odd sizes and nonuniform data including the extremes."""
 import os

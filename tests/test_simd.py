@@ -1,5 +1,5 @@
 """On a driver that packs invocations into SIMD vectors along local x only (llvmpipe: the "fillx" flag), a kernel whose local x is
-narrower than a vector gets its local dims merged into x (tinygrad_vk/renderer/simd.py); every element stays right. The structure
+narrower than a vector gets its local dims merged into x (tinygrad_vk/renderer/passes/simd.py); every element stays right. The structure
 checks run on llvmpipe and fail under VULKAN_DISABLE=fillx; the values are checked on any device."""
 from dataclasses import replace
 import numpy as np

@@ -1,5 +1,5 @@
 """On llvmpipe (the "texel" flag) a kernel reads its read-only 32-bit buffers through storage texel buffers, not storage buffers
-(renderer/kernel.py texel_slots): gallivm loads a storage buffer lane by lane, a texel buffer with one gather. The runtime binds an
+(renderer/plan.py texel_slots): gallivm loads a storage buffer lane by lane, a texel buffer with one gather. The runtime binds an
 R32_UINT view of each buffer range, made once and destroyed with the buffer (program.py, memory.py). The structure checks run on
 llvmpipe and fail under VULKAN_DISABLE=texel; the values are checked first, on any device and path, and a structure check that
 cannot apply skips naming why."""
@@ -91,7 +91,7 @@ def test_views_freed_with_their_buffer():
 
 def test_at_most_max_texels():
   # 20 inputs: the first MAX_TEXELS are texel buffers, the rest storage buffers (llvmpipe slows down past 15, kernel.MAX_TEXELS)
-  from tinygrad_vk.renderer.kernel import MAX_TEXELS
+  from tinygrad_vk.renderer.plan import MAX_TEXELS
   xs = [data(1001) for _ in range(20)]
   def out(): return functools.reduce(lambda p, q: p + q, [Tensor(x) for x in xs])
   np.testing.assert_allclose(out().numpy(), np.sum(np.stack(xs).astype(np.float64), 0), rtol=1e-5, atol=1e-5)

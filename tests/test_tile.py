@@ -1,5 +1,5 @@
 """On llvmpipe (the "tile" flag) an invocation of a reduction in loops does the work of 2 or 4 launch indices, sharing the loads
-that do not depend on them (tinygrad_vk/renderer/tile.py): tinygrad's 4x4 matmul tiles become up to 8x8. The structure checks run
+that do not depend on them (tinygrad_vk/renderer/passes/tile.py): tinygrad's 4x4 matmul tiles become up to 8x8. The structure checks run
 on llvmpipe, for every case, and fail under VULKAN_DISABLE=tile; the values are checked on any device."""
 from dataclasses import replace
 import numpy as np

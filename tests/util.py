@@ -34,7 +34,7 @@ def flushed(x:np.ndarray) -> np.ndarray:
   return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x), x).astype(x.dtype)
 
 def in_words(dt) -> bool:
-  """half without shaderFloat16: computed in float, rounded where stored or cast to half (renderer/half.py); no vector accesses of it."""
+  """half without shaderFloat16: computed in float, rounded where stored or cast to half (renderer/passes/half.py); no vector accesses of it."""
   from tinygrad import dtypes
   return dt == dtypes.half and "f16" not in Device["VULKAN"].caps
 

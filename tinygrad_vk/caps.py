@@ -32,13 +32,13 @@ FLAGS = {
   "nan64": "shaderSignedZeroInfNanPreserveFloat64",
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
-  "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/loops.py)",
-  "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/hoist.py)",
-  "fillx": "local dims merged into x when x is narrower than a SIMD vector: the driver packs invocations along x only (llvmpipe; renderer/simd.py)",
+  "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/passes/loops.py)",
+  "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/passes/hoist.py)",
+  "fillx": "local dims merged into x when x is narrower than a SIMD vector: llvmpipe packs invocations along x only (renderer/passes/simd.py)",
   "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
-           "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (a renderer and runtime path; renderer/kernel.py)",
+           "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (renderer/plan.py texel_slots)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
-          "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/tile.py)",
+          "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
             "they may be flushed to zero)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
@@ -72,7 +72,7 @@ class Caps:
   bufs: int = 4                               # maxPerStageDescriptorStorageBuffers
   range: int = 1 << 27                        # maxStorageBufferRange
   allocs: int = 4096                          # maxMemoryAllocationCount
-  maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/loops.py)
+  maxloop: int = 0                            # loop passes one invocation may make, 0: unbounded (llvmpipe: see renderer/passes/loops.py)
   vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
   threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
   texels: int = 0                             # maxTexelBufferElements (the "texel" path's bound on a texel buffer)
@@ -195,7 +195,7 @@ def _tighter(k:str, a, b):
   return max(a, b) if k in LOWER_BOUND else min(a, b)
 
 # tinygrad dtype short name (dtypes.<name>) -> (flag that makes it native, else "packed" / "pairs" / "emulated" / "refused", why).
-# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits; pairs: int64 as 32-bit pairs (both renderer/packing.py);
+# packed: stored 4 (8-bit) or 2 (16-bit) to a 32-bit word, computed in 32 bits; pairs: int64 as 32-bit pairs (both renderer/passes/packing.py);
 # emulated: tinygrad rewrites it into other types (fp8 into bytes computed in float).
 NEVER = "never"   # no flag makes the fp8 types native
 DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
@@ -208,8 +208,9 @@ DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "long": ("i64", "pairs", "int pairs without shaderInt64"),
   "ulong": ("i64", "pairs", "int pairs without shaderInt64"),
   "double": ("f64", "refused", "needs shaderFloat64"),
-  "half": ("f16", "packed", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess (renderer/half.py)"),
-  "bfloat16": ("i16", "packed", "16-bit words computed in float without shaderInt16 + storageBuffer16BitAccess (renderer/half.py)"),
+  "half": ("f16", "packed", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess "
+                                  "(renderer/passes/half.py)"),
+  "bfloat16": ("i16", "packed", "16-bit words computed in float without shaderInt16 + storageBuffer16BitAccess (renderer/passes/half.py)"),
   "fp8e4m3": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2": (NEVER, "emulated", "bytes computed in float"),
   "fp8e4m3fnuz": (NEVER, "emulated", "bytes computed in float"), "fp8e5m2fnuz": (NEVER, "emulated", "bytes computed in float"),
 }

@@ -205,7 +205,7 @@ class VulkanAllocator(LRUAllocator):
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
 
   def texel_view(self, b:VulkanBuffer, start:int, size:int):
-    """An R32_UINT storage texel view of bytes [start, start + size) of root buffer b's VkBuffer (renderer/kernel.py texel_slots),
+    """An R32_UINT storage texel view of bytes [start, start + size) of root buffer b's VkBuffer (renderer/plan.py texel_slots),
     made once and destroyed with b: a TinyJit graph's descriptor sets keep using it while b lives. The plan keeps a texel slot
     within maxTexelBufferElements and program.pack clamps the guard's extra bytes to it."""
     if b.views is not None and (v := b.views.get((start, size))) is not None: return v
@@ -280,7 +280,7 @@ class VulkanAllocator(LRUAllocator):
 
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
-    size = round_up(size, 4)   # whole 32-bit words: kernels may access 8/16-bit data through words (renderer/packing.py)
+    size = round_up(size, 4)   # whole 32-bit words: kernels may access 8/16-bit data through words (renderer/passes/packing.py)
     types, mapped = (self.picker.host, True) if options.host else (self.picker.mapped + self.picker.local, False)
     try: return self.create(size, types, mapped)
     except MemoryError:

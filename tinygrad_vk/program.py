@@ -52,7 +52,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     self.infos, self.views, self.desc_writes = self._scratch_descriptors()
     self.dset = ffi.new("VkDescriptorSet[1]")
     # a pipeline per alignment of the buffers' element offsets inside their bindings: specialization constant `slot` is 4, 2 or 1,
-    # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/kernel.py, KernelPlan.vector). The aligned pipeline is
+    # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/plan.py, KernelPlan.vector). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
     # a windowed kernel has a pipeline per assignment of its slots to windows too (key: alignments + windows); the one built
     # here has all of them in one window, as when the buffers share a memory block

@@ -61,7 +61,7 @@ class Hazards:
     self.everything = False
 
 def descriptor_pool(vkdev, sets:int, descriptors:int):
-  """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/kernel.py texel_slots)."""
+  """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/plan.py texel_slots)."""
   sizes = ffi.new("VkDescriptorPoolSize[2]", [{"type": t, "descriptorCount": descriptors}
                                               for t in (vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER)])
   out = ffi.new("VkDescriptorPool*")

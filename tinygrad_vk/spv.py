@@ -94,7 +94,7 @@ class KernelMeta:
   bindings: frozenset[int] = frozenset()
   readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
   ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
-  texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/kernel.py texel_slots)
+  texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/plan.py texel_slots)
 
   def encode(self) -> list[str]:
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \

@@ -57,7 +57,7 @@ class Realigned(Scratches):
 
 def binding_end(caps:Caps, guard:bool, i:int, b, start:int, name:str) -> int:
   """The end of slot i's binding of view b from byte `start` of its VkBuffer: whole words (8/16-bit data may be accessed through
-  32-bit words, renderer/packing.py; buffers are allocated in words), past maxStorageBufferRange refused."""
+  32-bit words, renderer/passes/packing.py; buffers are allocated in words), past maxStorageBufferRange refused."""
   if (end := start + round_up(b.offset - start + b.size, 4)) - start > caps.range:
     raise RuntimeError(f"VULKAN: buffer {i} of {name} is {end - start} bytes, over maxStorageBufferRange ({caps.range})")
   # VULKAN_GUARD: the guard after the buffer in range too, or a driver that bounds-checks would drop a store past the end unseen.

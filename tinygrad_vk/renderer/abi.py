@@ -11,7 +11,7 @@ A buffer parameter (slot 0..n-1) is
     Binding decorations to the windows (a pipeline per assignment); a slot's element offset inside its window is then a whole
     word of _off. Where the slots lie in more blocks than D, the read-only ones of the blocks left over are first gathered into
     one scratch buffer (`VULKAN_DISABLE=share` gives every slot a window of its own, so this path is taken whenever D is passed).
-    A slot that could pass maxStorageBufferRange without `bda` makes the kernel windowed too (REACH): the plan (kernel.py) proves
+    A slot that could pass maxStorageBufferRange without `bda` makes the kernel windowed too (REACH): the plan (reach.py) proves
     that the bytes of it workgroup x can touch lie in [a*x + lo, a*x + hi) for each access, the module carries that as
     `OpSourceExtension "tinygrad_vk.reach:<slot>:<a>:<lo>:<hi>"`, and the runtime launches the kernel in pieces of workgroups
     along x, each with that slot's window where the piece reaches (its _o may be negative). Where no such bound exists (an index

@@ -1,5 +1,5 @@
 """tinygrad UOps -> GLSL 4.50 compute shaders, compiled by glslang: the reference the SPIR-V renderer is tested against. What a
-kernel declares and how it indexes is the plan's (kernel.py) and the ABI's (abi.py). GLSL has no pointer casts: a view or a vecN
+kernel declares and how it indexes is the plan's (plan.py) and the ABI's (abi.py). GLSL has no pointer casts: a view or a vecN
 access of a buffer reads another declaration aliasing its binding, and a buffer passed by address is a buffer_reference behind a
 macro that keeps the array syntax. bfloat16 is stored as uint16_t and computed in float.
 """
@@ -13,10 +13,11 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import strip_parens
 from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, Access, Buf, OFFSET, dtname, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write
+from tinygrad_vk.renderer.kernel import VulkanRenderer, dtname
+from tinygrad_vk.renderer.plan import Access, Buf, OFFSET, UINT_OF_SIZE
+from tinygrad_vk.renderer.passes.packing import packed_dtypes, read_modify_write
 from tinygrad_vk.renderer.views import MEMORY
-from tinygrad_vk.renderer.half import held
+from tinygrad_vk.renderer.passes.half import held
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",

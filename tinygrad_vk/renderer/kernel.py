@@ -1,37 +1,23 @@
-"""What both renderers (GLSL and SPIR-V) share, so that they agree with each other and with the runtime:
-  * `extra_matcher(caps)`: the UOp rewrites before rendering: what Vulkan's shading languages lack (bfloat16 in float, sin without
-    int64: sin32.py, half without shaderFloat16: half.py, 8/16-bit packing: packing.py), the loop budget (loops.py) and llvmpipe's
-    speed paths (hoist.py, simd.py, tile.py);
+"""What both renderers (GLSL and SPIR-V) declare and do around their own lowering, from the device's Caps:
+  * `extra_matcher(caps)`: the UOp rewrites before rendering: what Vulkan's shading languages lack, then the passes over the whole
+    kernel (passes/__init__.py, in their order);
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
-  * `plan_kernel`: the KernelPlan: each buffer's and scalar's declaration under the ABI (abi.py, which the runtime packs), the
-    push-constant block, and per memory access (`KernelPlan.access`, `.vector`) the declaration it goes through and its index:
-    views, 8/16-bit words, vector aliases, split windows, 64-bit addresses. A renderer writes what the plan says in its syntax;
-  * `VulkanRenderer`: what both renderers declare to tinygrad (limits, native ops, dtypes) from the device's Caps.
+  * `VulkanRenderer`: the limits, native ops and dtypes declared to tinygrad, and the kernel's plan (plan.py).
 """
 from __future__ import annotations
-import math
-from typing import Callable, Iterator, cast
-from dataclasses import dataclass, replace
-from fractions import Fraction
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xlog2
 from tinygrad.device import CompileError
-from tinygrad.helpers import ceildiv
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.abi import KernelABI, kernel_abi, numel, pieced
-from tinygrad_vk.spv import KernelMeta
-from tinygrad_vk.renderer.loops import fit_budget, check_loop_budget
-from tinygrad_vk.renderer.hoist import hoist
-from tinygrad_vk.renderer.simd import fill_x
-from tinygrad_vk.renderer.tile import tile
-from tinygrad_vk.renderer.packing import pack, packed_dtypes, word_array, var_in_words, LONGS, VIEW_OFFSET
-from tinygrad_vk.renderer.views import chain, is_view, multiple_of
-from tinygrad_vk.renderer.sin32 import sin32_matcher
-from tinygrad_vk.renderer.half import half_in_words
+from tinygrad_vk.renderer.plan import KernelPlan, kernel_name, plan_kernel
+from tinygrad_vk.renderer.passes import run_passes
+from tinygrad_vk.renderer.passes.loops import check_loop_budget
+from tinygrad_vk.renderer.passes.packing import packed_dtypes, var_in_words, LONGS
+from tinygrad_vk.renderer.passes.sin32 import sin32_matcher
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -57,17 +43,6 @@ nan_bits_matcher = PatternMatcher([
   (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
 ])
 
-# The passes over a whole kernel, in order, each with the flag that turns it on (None: always). The SINK rule tries them in order and
-# again on the kernel one returns, so each pass sees what the earlier ones finished with (a pass returns None when done):
-#   half, packing: types first, so that the later passes see the loads, stores and registers the renderers will write;
-#   hoist: before the loop budget, since a reduction computed once per workgroup makes fewer passes;
-#   the loop budget (no later pass adds loop passes); fillx, tile: llvmpipe's speed paths, on the kernel's final loops.
-SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
-  (None, half_in_words), (None, pack), ("hoist", hoist), (None, fit_budget), ("fillx", fill_x), ("tile", tile))
-
-def run_passes(caps:Caps, sink:UOp) -> UOp|None:
-  return next((out for flag, f in SINK_PASSES if (flag is None or flag in caps) and (out := f(sink, caps)) is not None), None)
-
 def extra_matcher(caps:Caps) -> PatternMatcher:
   # bfloat16 in 16-bit values computed in float needs shaderInt16; without it half.py keeps it in words, as half
   bf16 = create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast if "i16" in caps else PatternMatcher([])
@@ -91,227 +66,8 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
     raise CompileError(f"VULKAN: {u.op} of {u.dtype} (from {', '.join(f'{x.op} of {x.dtype}' for x in u.src)}) left in {name}: without "
                        "shaderInt64 int64 is split into 32-bit pairs, which a 64-bit view of another buffer's memory is not")
   if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
-    raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/sin32.py)")
+    raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/passes/sin32.py)")
   check_loop_budget(uops, caps.maxloop, name)
-
-# ---- what both renderers read off the final UOps
-UINT_OF_SIZE = {1: dtypes.uchar, 2: dtypes.ushort, 4: dtypes.uint, 8: dtypes.ulong}
-
-def kernel_name(uops:list[UOp]) -> str:
-  return uops[-1].arg.function_name if uops and uops[-1].op is Ops.SINK and uops[-1].arg is not None else "test"
-
-def local_size(uops:list[UOp]) -> tuple[int, int, int]:
-  """The workgroup size baked into the shader: tinygrad's local dimensions."""
-  local = [1, 1, 1]
-  for u in uops:
-    if u.op is Ops.SPECIAL and u.arg[0] == "l": local[int(u.arg[-1])] = int(cast(int, u.src[0].ssimplify()))   # local sizes are constants
-  return (local[0], local[1], local[2])
-
-@dataclass(frozen=True)
-class Buf:
-  """A global buffer parameter as the kernel declares it."""
-  uop: UOp
-  dtype: DType          # its element type in the shader: uint when packed in words (packing.py), uchar for bool, else its own
-  binding: int|None     # descriptor binding, or None when passed by address
-  address: int|None     # push-constant byte offset of its address
-  writable: bool        # some STORE writes it (else readonly: the runtime needs no write hazard)
-  texel: bool = False   # read through a storage texel buffer of 32-bit words (texel_slots)
-
-OFFSET = None   # an Access term that is the view offset _o<slot>: the element offset of the view inside its binding (abi.py)
-
-@dataclass(frozen=True)
-class Access:
-  """One access of a kernel's memory, as every renderer writes it: element `index` of a declaration of `base`'s memory whose
-  elements are `dtype` (vecN of it where vec > 1), index = (sum of term * scale, + add) >> shift. The index is int32, or int64
-  where `addr64`: the element's address is then computed in 64 bits (base address + index * element size, abi.py). A value
-  of the access spans `k` consecutive elements, little end first (a view element wider than the words it is made of).
-  A global buffer's declarations: its own (`Buf.dtype`, vec 1), and others of the same binding (or address) for views,
-  uint words and aligned vecN accesses. A LOCAL or REG buffer has only its own."""
-  base: UOp                                  # the PARAM (global) or BUFFER (LOCAL, REG)
-  dtype: DType
-  terms: tuple[tuple[UOp|None, int], ...]    # (index UOp, or OFFSET; scale)
-  add: int = 0
-  vec: int = 1
-  shift: int = 0
-  k: int = 1
-  addr64: bool = False
-  wins: tuple[int, int, int]|None = None     # a split slot (KernelMeta.split): (windows, elements per window, first binding)
-  @property
-  def slot(self) -> int|None: return self.base.arg.slot if self.base.op is Ops.PARAM else None
-
-@dataclass(frozen=True)
-class KernelPlan:
-  caps: Caps
-  abi: KernelABI
-  bufs: dict[int, Buf]                  # slot -> buffer, for the slots the kernel still uses
-  vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
-  local: tuple[int, int, int]
-  meta: KernelMeta   # the reach, split and word-reached slots: what the module carries for the runtime (renderers write meta.encode())
-
-  def push_constants(self) -> list[tuple[int, str, DType, int, Buf|UOp|None]]:
-    """The push-constant block (abi.py) in offset order: (byte offset, key, element type, array length or 0, what it is for):
-    off: _off[]; p<slot>: the address of the Buf, a pointer to its element type; var<slot>: the scalar PARAM (uint[2] when held
-    in words, packing.py); xbase: _xbase."""
-    m: list[tuple[int, str, DType, int, Buf|UOp|None]] = [(0, "off", dtypes.uint, self.abi.nwords, None)] if self.bufs else []
-    m += [(b.address, f"p{s}", b.dtype, 0, b) for s, b in self.bufs.items() if b.address is not None]
-    m += [(o, f"var{u.arg.slot}", *((dtypes.uint, 2) if var_in_words(u) else (u.dtype, 0)), u) for u, o in self.vars]
-    if self.abi.xbase is not None: m.append((self.abi.xbase, "xbase", dtypes.int, 0, None))
-    return sorted(m, key=lambda x: x[0])
-  def windows(self, a:Access) -> Access:
-    """The access through the windows of its slot where it is split (abi.py SPLIT)."""
-    if a.slot is None or (sp := self.meta.split.get(a.slot)) is None: return a
-    return replace(a, wins=(sp[0], sp[1] // (a.dtype.itemsize * a.vec), sp[2]))
-  def addr64(self, slot:int|None, *idxs:UOp) -> bool:
-    """tinygrad indexes this buffer in 64 bits and it is passed by address: the element address is computed in 64 bits (abi.py).
-    A descriptor-bound buffer has at most 2^31-1 elements, so its int64 index is narrowed without loss."""
-    return slot in self.bufs and self.bufs[slot].address is not None and any(i.dtype == dtypes.long for i in idxs)
-  def own(self, a:Access) -> bool:
-    """Whether the access goes through the buffer's own declaration (else another declaration of its memory)."""
-    return a.slot is None or (a.dtype, a.vec) == (self.bufs[a.slot].dtype, 1)
-  def access(self, bidx:UOp, j:int=0) -> Access:
-    """The access of INDEX(buffer or view, index), element j past it."""
-    b, i = bidx.src
-    if (words := word_array(self.caps, bidx)) is not None:   # a word of 1/2-byte elements: the index holds the view offset
-      return self.windows(Access(words, dtypes.uint, ((i, 1),), j))
-    if is_view(b):
-      # every byte offset in the chain is a multiple of the smallest element size w it involves: the view is addressed in w-byte
-      # words, of the view's own type where its elements are w bytes, else k words of a w-byte uint for each element
-      base, terms, _ = chain(bidx)
-      if dtypes.bool in (b.dtype, base.dtype): raise CompileError("VULKAN: no bitcast view of a bool buffer")
-      addr64 = self.addr64(base.arg.slot, *(t for t, _ in terms))
-      all_terms: list[tuple[UOp|None, int]] = [*terms, (OFFSET, base.dtype.itemsize)]
-      w = min(s for _, s in all_terms)
-      wdt = b.dtype if b.dtype.itemsize == w else UINT_OF_SIZE[w]
-      return self.windows(Access(base, wdt, tuple((t, s // w) for t, s in reversed(all_terms)), j, k=b.dtype.itemsize // w, addr64=addr64))
-    return self.element(b, i, j)
-  def element(self, b:UOp, i:UOp, j:int=0) -> Access:
-    """Element i+j of a buffer (a PARAM or BUFFER, maybe under AFTER); a global one is offset by its view's _o."""
-    base = b.buf_uop
-    if base.op is Ops.PARAM:
-      return self.windows(Access(base, self.bufs[base.arg.slot].dtype, ((i, 1), (OFFSET, 1)), j, addr64=self.addr64(base.arg.slot, i)))
-    return Access(base, base.dtype, ((i, 1),), j)
-  def vector(self, sh:UOp) -> tuple[Access|None, list[Access]]:
-    """A coalesced (float4) access SHRINK(buffer, index, n): its n scalar accesses, and the vecN access that replaces them when
-    the view offset keeps it aligned (None where it never can). Where tinygrad's index is a multiple of n, it is aligned when
-    _o<slot> is too: the specialization constant _a<slot> says so (constant id = slot; one pipeline per alignment, program.py)."""
-    b, n = sh.src[0], sh.max_numel()
-    if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no vector access through {b.op}")
-    lanes = [self.element(b, sh.src[1], j) for j in range(n)]
-    if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       multiple_of(sh.src[1]) % n or lanes[0].addr64 or self.bufs[b.arg.slot].texel: return None, lanes
-    return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
-  def accesses(self, uops:list[UOp], ops=(Ops.LOAD, Ops.STORE)) -> Iterator[Access]:
-    """The scalar accesses of global memory by these ops (a vector access's lanes), as the renderers write them."""
-    for u in uops:
-      if u.op in ops and (b := u.src[0]).addrspace == AddrSpace.GLOBAL:
-        yield from self.vector(b)[1] if b.op is Ops.SHRINK else [self.access(b)] if b.op is Ops.INDEX else []
-
-# ---- the reach of a slot launched in pieces (abi.py REACH)
-def _const(u:UOp) -> int|None:
-  if u.op is Ops.CAST and u.src[0].op is Ops.CONST: u = u.src[0]
-  return int(u.arg) if u.op is Ops.CONST else None
-
-def affine(u:UOp, g:UOp|None) -> tuple[Fraction, Fraction, Fraction]|None:
-  """u as A*g + r with r in [LO, HI] for every value of the other variables (tinygrad's bounds), the view offset _o counted as 0
-  (the runtime places the window relative to the view); None when u is not of that form (g inside an op other than +, * or
-  << by a constant, >> by one, an integer cast)."""
-  if u.op is Ops.CUSTOMI and u.arg == VIEW_OFFSET: return Fraction(0), Fraction(0), Fraction(0)
-  if u is g: return Fraction(1), Fraction(0), Fraction(0)
-  if not any(x is g or (x.op is Ops.CUSTOMI and x.arg == VIEW_OFFSET) for x in u.toposort()): return Fraction(0), Fraction(u.vmin), Fraction(u.vmax)
-  if u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_int(u.src[0].dtype): return affine(u.src[0], g)
-  if u.op is Ops.ADD:
-    if (x := affine(u.src[0], g)) is None or (y := affine(u.src[1], g)) is None: return None
-    return x[0] + y[0], x[1] + y[1], x[2] + y[2]
-  if u.op in (Ops.MUL, Ops.SHL, Ops.SHR):
-    v, c = (u.src[1], _const(u.src[0])) if u.op is Ops.MUL and _const(u.src[0]) is not None else (u.src[0], _const(u.src[1]))
-    if c is None or (x := affine(v, g)) is None: return None
-    if u.op is Ops.SHR: return x[0] / 2**c, x[1] / 2**c - 1, x[2] / 2**c
-    f = Fraction(2**c if u.op is Ops.SHL else c)
-    return (x[0] * f, x[1] * f, x[2] * f) if f >= 0 else (x[0] * f, x[2] * f, x[1] * f)
-  return None
-
-SLACK = 8   # bytes of reach added on each side: a packed word holds bytes of the elements around the one accessed
-
-def access_reach(a:Access, g:UOp|None) -> tuple[int, int, int]|None:
-  """(a, lo, hi): the bytes past the view's start that the access can touch from workgroup x lie in [a*x + lo, a*x + hi)."""
-  parts = [affine(t, g) for t, _ in a.terms if t is not OFFSET]
-  if any(p is None for p in parts): return None
-  known = cast(list[tuple[Fraction, Fraction, Fraction]], parts)   # none is None
-  scales = [s for t, s in a.terms if t is not OFFSET]
-  A, LO, HI = (sum((p[i] * s for p, s in zip(known, scales)), Fraction(a.add)) if i else sum(p[0] * s for p, s in zip(known, scales))
-               for i in range(3))
-  size = a.dtype.itemsize
-  if (A * size).denominator != 1: return None
-  return int(A * size), math.floor(LO * size) - SLACK, math.ceil((HI + max(a.vec, a.k)) * size) + SLACK
-
-def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> tuple[dict[int, tuple[tuple[int, int, int], ...]], dict[int, str]]:
-  """The reach of every access of these slots, and for the slots that have none, why."""
-  g = next((u for u in uops if u.op is Ops.SPECIAL and u.arg[0] == "g" and u.arg[-1] == "0"), None)
-  out: dict[int, set] = {s: set() for s in slots}
-  why: dict[int, str] = {}
-  for a in plan.accesses(uops):
-    if a.slot not in slots or a.slot in why: continue
-    if (r := access_reach(a, g)) is None: why[a.slot] = "its index is not bounded per workgroup (it depends on memory or wraps around)"
-    elif r[2] - r[1] + 256 > plan.caps.range: why[a.slot] = f"one workgroup reaches {r[2] - r[1]} bytes of it"
-    else: out[a.slot].add(r)
-  return {s: tuple(sorted(rs)) for s, rs in out.items() if s not in why}, why
-
-def _stored_param(st:UOp) -> UOp:
-  b = st.src[0]
-  while b.op not in (Ops.PARAM, Ops.BUFFER) and b.src: b = b.src[0]
-  return b
-
-def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
-  params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg.slot)
-  gbufs = [u for u in params if u.addrspace == AddrSpace.GLOBAL]
-  pvars = [u for u in params if u.addrspace == AddrSpace.ALU]
-  # a buffer whose accesses were all folded away has no PARAM here, but keeps its slot (the runtime binds a scratch buffer there)
-  slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
-  gx = next((u.src[0].vmax for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx0"), 1)
-  sizes = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
-  try: abi = kernel_abi(caps, sizes, [u.dtype for u in pvars], gx > caps.wgcount[0])
-  except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
-  if abi.pc_size > caps.pc:
-    raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(abi.binding)} view offsets and the scalars "
-                       f"need {abi.pc_size} bytes of push constants, the device has {caps.pc} (maxPushConstantsSize)")
-  written = {_stored_param(u) for u in uops if u.op is Ops.STORE}
-  packed = packed_dtypes(caps)
-  bufs = {u.arg.slot: Buf(u, dtypes.uint if u.dtype in packed else dtypes.uchar if u.dtype == dtypes.bool else u.dtype,
-                          abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
-  words = frozenset(w.arg.slot for u in uops if u.op is Ops.INDEX and (w := word_array(caps, u)) is not None and w.op is Ops.PARAM)
-  plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops),
-                    KernelMeta(words=words, wide=abi.xbase is not None))
-  if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
-  # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
-  # each access selects from, when the descriptors hold them beside one window for the other slots
-  reach, why = slot_reach(plan, uops, big)
-  # each window whole 256-byte units within maxStorageBufferRange, with room for the view's start aligned down (by < 256 bytes)
-  split, first, wb = {}, sum(b is not None for b in abi.binding), caps.range - caps.range % 256 - 256
-  for s in sorted(why):
-    isz, n = slot_info[s]
-    split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
-    first += k
-  if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs:
-    raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
-                       f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
-                       f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
-  return replace(plan, meta=replace(plan.meta, reach=reach, split=split))
-
-# texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
-MAX_TEXELS = 15
-
-def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
-  """The plan with the slots read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a branch
-  and a bounds check each, a texel buffer with one gather. A slot qualifies when the kernel only reads it, through a descriptor of
-  an unwindowed kernel, every access a 32-bit element (a texel of R32_UINT, the one format: each type is read as its bits) and
-  its binding within maxTexelBufferElements; the first MAX_TEXELS of them. Its vector accesses read lanes."""
-  caps = plan.caps
-  if "texel" not in caps or plan.abi.windowed: return plan
-  ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
-        cast(int, numel(b.uop._shape)) + 256 // 4 <= caps.texels}
-  ok -= {a.slot for a in plan.accesses(uops, (Ops.LOAD,)) if a.dtype.itemsize != 4 or a.k != 1}
-  ok = set(sorted(ok)[:MAX_TEXELS])
-  return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()}) if ok else plan
 
 # ---- the renderers' common part
 # the ops both renderers have native code for: tinygrad decomposes the others, the same way for both, so they compute the same bits.

@@ -1,6 +1,6 @@
 """tinygrad UOps -> SPIR-V assembly (spirv-as syntax, what DEBUG=4 prints), assembled in-process by compiler.py: no compiler binary.
 A kernel has the GLSL renderer's layout and semantics (glsl.py, the reference of the differential tests), so the runtime cannot
-tell the two apart; what its buffers and push constants are is the plan's (kernel.py) and the ABI's (abi.py). Control flow is
+tell the two apart; what its buffers and push constants are is the plan's (plan.py) and the ABI's (abi.py). Control flow is
 structured: a RANGE is an OpLoopMerge loop with an OpPhi counter, IF and gated loads are selections, and an INDEX is only
 dereferenced by its LOAD/STORE, so a gated access stays inside its branch. Values are SSA ids named like the C renderers'
 (alu3, val0, gidx0, Ridx0), types and constants by what they are (%v4float, %int_3).
@@ -15,10 +15,11 @@ from tinygrad.device import CompileError
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps, FLAGS, VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import SPIRVCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, KernelPlan, Access, Buf, OFFSET, kernel_name, UINT_OF_SIZE
-from tinygrad_vk.renderer.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
+from tinygrad_vk.renderer.kernel import VulkanRenderer
+from tinygrad_vk.renderer.plan import KernelPlan, Access, Buf, OFFSET, kernel_name, UINT_OF_SIZE
+from tinygrad_vk.renderer.passes.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
 from tinygrad_vk.renderer.views import MEMORY
-from tinygrad_vk.renderer.half import held
+from tinygrad_vk.renderer.passes.half import held
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
 TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.short: "short", dtypes.ushort: "ushort", dtypes.int: "int",
@@ -237,7 +238,7 @@ class Memory(Module):
     return self.prologue(f"{key}_{w}", lambda: self.push(u, key, w))
   def buffer(self, x:UOp) -> Ref:
     sc, name = ("Workgroup", "smem") if x.addrspace == AddrSpace.LOCAL else ("Function", "reg")
-    # packed shared memory is words (renderer/packing.py)
+    # packed shared memory is words (renderer/passes/packing.py)
     dt, n = (dtypes.uint, x.max_numel() * x.dtype.itemsize // 4) if sc == "Workgroup" and x.dtype in packed_dtypes(self.caps) else \
       (x.dtype, x.max_numel())
     return Ref(self.var(f"%{name}{x.arg.slot}", self.T(dt, arr=n), sc), self.T(dt), dt, sc)

@@ -1,4 +1,4 @@
-"""Buffer views inside a kernel, read off the final UOps the same way by the shared plan (kernel.py) and by packing.py.
+"""Buffer views inside a kernel, read off the final UOps the same way by the shared plan (plan.py) and by packing.py.
 
 A view is INDEX(BITCAST/SHRINK/AFTER ... (PARAM or BUFFER), index): the memory of one buffer at a byte offset, read as another
 element type. Packing's word accesses are views too: INDEX(BITCAST(B, uint) tagged WORDS, word).

@@ -50,6 +50,6 @@ def xsin32(d:UOp) -> UOp:
 sin32_matcher = PatternMatcher([
   (UPat(Ops.SIN, dtypes.float, src=(UPat.var("d"),)), xsin32),
   (UPat(Ops.SIN, dtypes.half, src=(UPat.var("d"),)), lambda d: xsin32(d.cast(dtypes.float)).cast(dtypes.half)),
-  # float64 has no 32-bit reduction here: tinygrad's, whose int64 math renderer/packing.py splits into int pairs
+  # float64 has no 32-bit reduction here: tinygrad's, whose int64 math renderer/passes/packing.py splits into int pairs
   (UPat(Ops.SIN, dtypes.double, src=(UPat.var("d"),)), xsin),
 ])

@@ -2,7 +2,7 @@
 
 llvmpipe runs a workgroup one SIMD vector of MIN_LANES (8 on AVX2) invocations at a time, taken along x: local size (2, 16) runs
 16 vectors of 2 live lanes, 4x the work of (16, 2) (scripts/load_cost.py). tinygrad shapes local dims for GPUs, where x may be 2.
-`fill_x` (kernel.py's SINK_PASSES, after hoist.py and loops.py, which reason about the kernel's own local dims) merges all local
+`fill_x` (SINK_PASSES, after hoist.py and loops.py, which reason about the kernel's own local dims) merges all local
 dims into x when x is narrower than a vector, x still moving fastest: the invocations and their shared memory stay the same, only
 their packing changes. When even all of them are fewer than a vector and the kernel shares no memory (independent invocations),
 f neighbouring workgroups along gidx0 join x too (f divides their number). Only with the "fillx" flag (VULKAN_DISABLE=fillx).
@@ -12,7 +12,7 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace
 from tinygrad.helpers import prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import MIN_LANES, iconst, special, dims, unflatten
+from tinygrad_vk.renderer.passes.loops import MIN_LANES, iconst, special, dims, unflatten
 
 def fill_x(sink:UOp, caps:Caps) -> UOp|None:
   topo = sink.toposort()

@@ -5,7 +5,7 @@ LP_MAX_TGSI_LOOP_ITERATIONS = 65535): every pass through the end of any loop dec
 current pass, so a longer reduction is silently cut short. Measured on Mesa 22.3 (tests/test_loops.py): a loop of n iterations
 costs n+1 passes, the loops of an invocation add up, a vector pays for its slowest lane, and more lanes mean more budget.
 
-`fit_budget` (kernel.py's SINK_PASSES: tinygrad's optimizer has no hook for a loop budget) reshapes a kernel that may run over
+`fit_budget` (SINK_PASSES: tinygrad's optimizer has no hook for a loop budget) reshapes a kernel that may run over
 caps.maxloop with the fewest changes that fit, cheapest first:
   - spread: long reduction loops run over L more invocations (local x becomes x*L); lane j runs iterations j, j+L, ... into its
     own accumulators, the partials meet in shared memory, every lane combines them and lane 0 stores (tinygrad's GROUP reduction);

@@ -1,7 +1,7 @@
 """Compute a reduction whose value depends on no launch index once per workgroup, in few workgroups, for every renderer.
 
 tinygrad fuses a reduction of a whole tensor into the elementwise kernel that uses it (LAMB's trust ratio ||w|| / ||update||):
-on a GPU every invocation then recomputes it, where the CPU backend's clang hoists it out of the launch loops. `hoist` (kernel.py's
+on a GPU every invocation then recomputes it, where the CPU backend's clang hoists it out of the launch loops. `hoist` (in
 SINK_PASSES; `VULKAN_DISABLE=hoist` turns it off) reshapes such a kernel:
   * spread: a top-level reduction loop that reads no workgroup index runs over the local dims it does not read, the partials
     combined through shared memory (loops.py);
@@ -14,7 +14,7 @@ from tinygrad.uop.ops import Ops, UOp, AxisType
 from tinygrad.dtype import dtypes, AddrSpace
 from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import find_loops, spreadable, passes, spread_loops, iconst, special, trip_count, dims, next_axis, unflatten
+from tinygrad_vk.renderer.passes.loops import find_loops, spreadable, passes, spread_loops, iconst, special, trip_count, dims, next_axis, unflatten
 
 # workgroups a fold keeps at least where the device does not say how many run at once (caps.threads: llvmpipe runs a workgroup per
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part

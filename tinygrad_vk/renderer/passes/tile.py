@@ -2,7 +2,7 @@
 
 tinygrad's heuristic stops at 4x4 outputs per invocation and its optimizer has no hook for a backend's tile size. On llvmpipe a
 load costs a SIMD vector several FMAs, so a matmul is bound by its loads per output, which an 8x8 tile halves (docs/capabilities.md
-"register tiles"). `tile` (last of kernel.py's SINK_PASSES) makes an invocation (gidx_d = 2x + c) do the work of two, c = 0 and
+"register tiles"). `tile` (last of SINK_PASSES) makes an invocation (gidx_d = 2x + c) do the work of two, c = 0 and
 1, in one body: loads that do not depend on gidx_d become one (the graph is hash-consed), each copy has its own REG accumulators
 and both share each loop (one END). It doubles along the launch dim whose loads the copies share most, while the accumulators fit
 TILE_REGS and enough workgroups stay for the driver's threads. Only with the "tile" flag (VULKAN_DISABLE=tile); kernels with
@@ -14,7 +14,7 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.loops import iconst, special
+from tinygrad_vk.renderer.passes.loops import iconst, special
 
 # accumulator elements per invocation at most (an 8x8 tile): tinygrad's eager launch walks the whole program's UOps on every call
 # (lower_and_compile's substitute), so a bigger kernel costs each call more host time
