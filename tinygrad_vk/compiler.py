@@ -58,14 +58,12 @@ class VulkanCompiler(Compiler):
       if self.cachekey is not None: diskcache_put(self.cachekey, src, (hashlib.sha256(lib).digest(), lib))
     if (dump := env_text("VULKAN_DUMP")): dump_kernel(dump, src, lib)
     return lib
-
   def disassemble(self, lib:bytes): print(disassemble(lib))
 
 class GLSLCompiler(VulkanCompiler):
   def __init__(self, nan_widths:tuple[int, ...]=(), target:SpirvTarget=SPIRV_1_5):
     self.nan_widths, self.target = nan_widths, target
     super().__init__(f"compile_glsl_{glslang_version()}_{target.env}_nan{'.'.join(map(str, nan_widths))}_v{FORMAT_VERSION}")
-
   def compile(self, src:str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tinygrad_vk_") as d:
       out = os.path.join(d, "k.spv")
@@ -129,7 +127,6 @@ class SPIRVCompiler(VulkanCompiler):
     self.validate, self.target = bool(env_number("VULKAN_VALIDATE_SPIRV", 0)), target
     # the same bytes either way, but a module cached unvalidated must be checked when validation is asked for
     super().__init__(f"compile_spirv_{target.env}_v{FORMAT_VERSION}{'_val' if self.validate else ''}")
-
   def compile(self, src:str) -> bytes:
     spv = add_notes(assemble(src, self.target.word), NOTE.findall(src))
     if self.validate: validate(spv, src, self.target)

@@ -62,7 +62,6 @@ class VulkanProgram(Program["VulkanDevice"]):
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
       raise
-
   def _check(self, caps:Caps):
     """Refuse a kernel this device cannot run as compiled."""
     if self.pc_size > caps.pc: raise RuntimeError(f"VULKAN: {self.name} needs {self.pc_size} bytes of push constants, the device has {caps.pc}")
@@ -75,13 +74,11 @@ class VulkanProgram(Program["VulkanDevice"]):
       raise RuntimeError(f"VULKAN: local size {self.local_size} of {self.name} is over the device limits "
                          f"(maxComputeWorkGroupSize {caps.wgsize}, maxComputeWorkGroupInvocations {caps.wginv})")
     if self.texel and "texel" not in caps: raise RuntimeError(f"VULKAN: {self.name} reads storage texel buffers, this device's texel path is off")
-
   def _module(self, code:bytes):
     mod = ffi.new("VkShaderModule*")
     check(lib.vkCreateShaderModule(self.dev.vkdev, new("VkShaderModuleCreateInfo", codeSize=len(code), pCode=ffi.from_buffer("uint32_t[]", code)),
                                    NULL, mod), f"vkCreateShaderModule of {self.name}")
     return mod[0]
-
   def _pipeline(self, key:tuple[int, ...]):
     n, entry = len(self.itemsize), ffi.new("char[]", b"main")
     align, module = key[:n], self.module
@@ -90,7 +87,6 @@ class VulkanProgram(Program["VulkanDevice"]):
     try: return self._create_pipeline(align, module, entry)
     finally:
       if module != self.module: lib.vkDestroyShaderModule(self.dev.vkdev, module, NULL)
-
   def _create_pipeline(self, align:tuple[int, ...], module, entry):
     n = len(align)
     entries = ffi.new("VkSpecializationMapEntry[]", [{"constantID": i, "offset": 4 * i, "size": 4} for i in range(n)])
@@ -107,7 +103,6 @@ class VulkanProgram(Program["VulkanDevice"]):
       dev.queue.defer(dev.queue.next_seq - 1, lambda: lib.vkDestroyPipeline(dev.vkdev, p, NULL))
       raise
     return pipe[0]
-
   def _warm(self, pipeline):
     """Record an empty dispatch of a new pipeline: drivers that compile at the first dispatch (lavapipe) then do it before the
     first real launch, which BEAM and DEBUG=2 time. Its bindings point at a scratch buffer no workgroup touches. It may run
@@ -122,14 +117,12 @@ class VulkanProgram(Program["VulkanDevice"]):
         for w in writes: w.dstSet = dset
         lib.vkUpdateDescriptorSets(self.dev.vkdev, len(writes), writes, 0, NULL)
       self.record(b.cmd, dset, bytes(self.pc_size), pipeline, (0, 0, 0))
-
   def _scratch_descriptors(self) -> tuple:
     """Descriptor structs (buffer infos, texel views, the writes of both) with every binding at the scratch buffer."""
     scratch, n = self.dev.scratch, max(self.ndesc, 1)
     infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": scratch.offset, "range": scratch.size}] * n)
     views = ffi.new("VkBufferView[]", [self.dev.allocator.texel_view(scratch, scratch.offset, scratch.size) if self.texel else NULL] * n)
     return infos, views, descriptor_writes(self.ndesc, self.texel, infos, views)
-
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
     gx, gy, gz = (int(g) for g in global_size)
@@ -140,17 +133,14 @@ class VulkanProgram(Program["VulkanDevice"]):
     if local_size is not None and tuple(local_size) != self.local_size:
       raise RuntimeError(f"VULKAN: {self.name} was compiled for local size {self.local_size}, launched with {tuple(local_size)}")
     return gx, gy, gz
-
   def pieces(self, gx:int) -> list[tuple[int, int]]:
     """The ranges of workgroups along x a launch goes in."""
     if not (n := self.piece_len): return [(0, gx)]
     return [(g, min(g + n, gx)) for g in range(0, gx, n)] or [(0, 0)]
-
   def update(self, dset):
     if self.ndesc:
       for w in self.desc_writes: w.dstSet = dset
       lib.vkUpdateDescriptorSets(self.dev.vkdev, len(self.desc_writes), self.desc_writes, 0, NULL)
-
   def pack(self, bufs, vals:tuple[int, ...]|list[int], win:windows.Windows|None=None) -> tuple[bytes, object]:
     """Point the descriptor structs at the buffers (or, windowed, at the windows `place` chose) and put the addresses in the push
     constants (views bound at the aligned-down offset, see renderer/abi.py), pack the scalars, and pick the pipeline specialized
@@ -182,7 +172,6 @@ class VulkanProgram(Program["VulkanDevice"]):
     key = align + win.of if win is not None else align
     if (pipe := self.pipelines.get(key)) is None: pipe = self.pipelines[key] = self._pipeline(key)
     return bytes(pc), pipe
-
   def record(self, cmd, dset, pc:bytes, pipeline, groups:tuple[int, int, int], x0:int=0):
     """Dispatch `groups` workgroups, the first along x numbered x0."""
     lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
@@ -198,11 +187,9 @@ class VulkanProgram(Program["VulkanDevice"]):
     if self.pc_size: lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc)
     if x0: lib.vkCmdDispatchBase(cmd, x0, 0, 0, gx, gy, gz)   # a piece: gl_WorkGroupID.x stays global
     else: lib.vkCmdDispatch(cmd, gx, gy, gz)
-
   def split(self, bufs) -> tuple[list, list]:
     """(read-only buffers, written buffers) of a call."""
     return [b for i, b in enumerate(bufs) if i not in self.written], [bufs[i] for i in self.written]
-
   def __call__(self, *bufs, global_size:tuple[int, ...]=(1, 1, 1), local_size=None, vals:tuple[int, ...]=(), wait=False, **kw) -> float|None:
     groups, q = self.check_launch(global_size, local_size), self.dev.queue
     with q:   # the descriptor structs are shared by every launch of this program
@@ -210,7 +197,6 @@ class VulkanProgram(Program["VulkanDevice"]):
       if (ra := windows.realign(self, bufs)) is not None or self.abi.windowed: batch, t0, t1 = windows.launch(self, bufs, ra, groups, vals, wait)
       else: batch, t0, t1 = self.launch(bufs, groups, vals, wait)
     return q.timed_wait(batch, t0, t1) if wait else None
-
   def launch(self, bufs, groups:tuple[int, int, int], vals, wait:bool) -> tuple:
     """Bind the buffers, push the constants and dispatch, ordered after the buffers' earlier uses: (batch, its timestamps)."""
     q = self.dev.queue
@@ -221,13 +207,11 @@ class VulkanProgram(Program["VulkanDevice"]):
       t0 = batch.timestamp() if wait or q.profiling() else None
       self.record(batch.cmd, dset, pc, pipeline, groups)
       return batch, t0, self._recorded(batch, t0)
-
   def _recorded(self, batch, t0:int|None) -> int|None:
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and self.dev.queue.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     batch.names.append(self.name)
     return t1
-
   @suppress_finalizing
   def __del__(self):
     if not getattr(self, "pipelines", None) or self.dev.closed: return

@@ -95,19 +95,15 @@ class KernelMeta:
   readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
   ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
   texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/plan.py texel_slots)
-
   def encode(self) -> list[str]:
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
            [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
            [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.wide else [])
-
   @property
   def graphable(self) -> bool: return not self.reach   # a kernel launched in pieces binds a descriptor set per piece
-
   def abi(self, caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
     """The ABI the kernel was rendered with, from the Caps it was compiled for."""
     return kernel_abi(caps, bufs, var_dtypes, self.wide, sum(k for k, _, _ in self.split.values()))
-
   @staticmethod
   @functools.lru_cache(maxsize=1024)   # a kernel is decoded by its program and by each graph batching it
   def decode(spv:bytes) -> KernelMeta:   # ValueError when the module is malformed

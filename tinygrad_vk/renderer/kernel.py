@@ -89,9 +89,7 @@ class VulkanRenderer(Renderer):
     self.extra_matcher = extra_matcher(self.caps)
     # tinygrad reads only which ops are native; a renderer that has no code for one (SIN, lowered before rendering) keeps a stub
     self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + ((Ops.SIN,) if keeps_sin(self.caps) else ())}
-
   def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
-
   def kernel_plan(self, uops:list[UOp]) -> KernelPlan:
     check_kernel(self.caps, uops, kernel_name(uops))
     return plan_kernel(self.caps, uops)

@@ -68,7 +68,6 @@ class KernelPlan:
   vars: tuple[tuple[UOp, int], ...]     # (scalar PARAM, push-constant byte offset)
   local: tuple[int, int, int]
   meta: KernelMeta   # the reach, split and word-reached slots: what the module carries for the runtime (renderers write meta.encode())
-
   def push_constants(self) -> list[tuple[int, str, DType, int, Buf|UOp|None]]:
     """The push-constant block (abi.py) in offset order: (byte offset, key, element type, array length or 0, what it is for):
     off: _off[]; p<slot>: the address of the Buf, a pointer to its element type; var<slot>: the scalar PARAM (uint[2] when held

@@ -81,7 +81,6 @@ class Module:
   def nid(self, prefix="t") -> str:
     self.n += 1
     return f"%{prefix}{self.n}"
-
   def g(self, rid:str, decl:str) -> str:
     if rid not in self.decl:
       self.decl[rid] = decl
