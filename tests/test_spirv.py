@@ -7,7 +7,9 @@ from tinygrad import Tensor, Device, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.dtype import _to_np_dtype
 from tinygrad_vk.compiler import assemble
-from tinygrad_vk.caps import spirv_target
+from tinygrad_vk.caps import Caps, spirv_target
+from tinygrad_vk.renderer.abi import kernel_abi
+from tinygrad_vk.spv import KernelMeta, add_notes
 from util import data, kernel_sources, run_python, shows, missing, in_words
 
 NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes() - {dtypes.bfloat16}, key=lambda d: d.name)
@@ -240,3 +242,24 @@ def test_validation_switch():
   assert comp.compile(src)[:4] == b"\x03\x02\x23\x07"
   comp.validate = True
   with pytest.raises(CompileError, match="spirv-val rejected"): comp.compile(src)
+
+EMPTY_KERNEL = """OpCapability Shader
+OpMemoryModel Logical GLSL450
+OpEntryPoint GLCompute %main "main"
+OpExecutionMode %main LocalSize 3 1 1
+%void = OpTypeVoid
+%fn = OpTypeFunction %void
+%main = OpFunction %void None %fn
+%l = OpLabel
+OpReturn
+OpFunctionEnd"""
+
+@pytest.mark.parametrize("caps, bufs, var_dtypes, wide, windows", [
+  (Caps(), [(4, 10), (2, 7), (1, 3)], [], False, 0),                                                                # descriptors
+  (Caps(frozenset({"bda", "i64"}), range=1024), [(4, 10), (4, 10**6), (8, None)], [dtypes.int, dtypes.long], False, 0),   # addresses
+  (Caps(bufs=2), [(4, 10)] * 5, [dtypes.int], True, 0),                                       # windowed, launch x past the limit
+  (Caps(range=1024), [(4, 10), (4, 10**6)], [dtypes.uint], False, 3)])                         # in pieces, split windows
+def test_kernel_abi_travels_in_the_module(caps, bufs, var_dtypes, wide, windows):
+  # the runtime reads the ABI the renderer decided from the module (spv.KernelMeta), never deciding it again
+  abi = kernel_abi(caps, bufs, var_dtypes, wide, windows)
+  assert KernelMeta.decode(add_notes(assemble(EMPTY_KERNEL), KernelMeta(abi=abi).encode())).abi == abi

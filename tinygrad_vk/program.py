@@ -7,7 +7,7 @@ from tinygrad.helpers import prod, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.spv import KernelMeta, rebind
-from tinygrad_vk.renderer.abi import ADDR_ALIGN, numel
+from tinygrad_vk.renderer.abi import ADDR_ALIGN
 from tinygrad_vk import windows
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
@@ -31,15 +31,14 @@ class VulkanProgram(Program["VulkanDevice"]):
     sig = [s for s in obj.signature if s[0] is None]
     # the buffers tinygrad passes are those of these slots: a buffer whose accesses were all folded away has none (its binding
     # then points at a scratch buffer: the shader declares no variable for it)
-    slot_info = {s[1]: (s[2].itemsize, numel(s[3])) for s in sig}
-    self.slots = sorted(slot_info)
-    abi_bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
-    self.itemsize = [isz for isz, _ in abi_bufs]
+    itemsize = {s[1]: s[2].itemsize for s in sig}
+    self.slots = sorted(itemsize)
+    self.itemsize = [itemsize.get(i, 1) for i in range(max(itemsize, default=-1) + 1)]
     try: self.meta = meta = KernelMeta.decode(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     self.local_size, self.reach, self.split_slots, self.words, self.texel = meta.local, meta.reach, meta.split, meta.words, meta.texel
-    # the ABI the kernel was rendered with: the Caps it was compiled for decide which buffers are passed by address
-    self.abi = abi = meta.abi(Caps.decode(obj.target.arch), abi_bufs, [s[2] for s in obj.signature[len(sig):]])
+    if (abi := meta.abi) is None: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} carries no kernel ABI (not from tinygrad_vk's renderers)")
+    self.abi = abi
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, cast(str, dt.fmt)) for off, dt in abi.vars]   # tinygrad's variables are ints: each has a format
     self.pc_size, self.ndesc, self.nbind = abi.pc_size, abi.ndesc, abi.nbind

@@ -3,9 +3,7 @@ compiled module (NaN-preserving modes, the renderer's notes, window bindings), a
 from __future__ import annotations
 import functools, struct
 from dataclasses import dataclass, field
-from tinygrad.dtype import DType
-from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.abi import KernelABI, REACH, SPLIT, WORD_VIEW, XBASE, kernel_abi
+from tinygrad_vk.renderer.abi import KernelABI, ABI, REACH, SPLIT, WORD_VIEW
 
 OPCODES = {
   "OpSourceExtension": 4, "OpExtension": 10, "OpExtInstImport": 11, "OpExtInst": 12, "OpMemoryModel": 14, "OpEntryPoint": 15, "OpExecutionMode": 16,
@@ -89,7 +87,7 @@ class KernelMeta:
   reach: dict[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)   # slot in pieces -> (a, lo, hi) (abi.py REACH)
   split: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # split slot -> (windows, bytes each, first binding) (abi.py SPLIT)
   words: frozenset[int] = frozenset()   # slots of 1/2-byte elements reached in 32-bit words: bound at a whole word (abi.py WORD_VIEW)
-  wide: bool = False                    # gidx0 adds _xbase (abi.py XBASE)
+  abi: KernelABI|None = None            # how each buffer and scalar reaches the shader, as the renderer decided it (abi.py)
   local: tuple[int, int, int] = (1, 1, 1)
   bindings: frozenset[int] = frozenset()
   readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
@@ -98,17 +96,14 @@ class KernelMeta:
   def encode(self) -> list[str]:
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
            [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
-           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([XBASE] if self.wide else [])
+           [f"{WORD_VIEW}:{slot}" for slot in sorted(self.words)] + ([self.abi.encode()] if self.abi is not None else [])
   @property
   def graphable(self) -> bool: return not self.reach   # a kernel launched in pieces binds a descriptor set per piece
-  def abi(self, caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType]) -> KernelABI:
-    """The ABI the kernel was rendered with, from the Caps it was compiled for."""
-    return kernel_abi(caps, bufs, var_dtypes, self.wide, sum(k for k, _, _ in self.split.values()))
   @staticmethod
   @functools.lru_cache(maxsize=1024)   # a kernel is decoded by its program and by each graph batching it
   def decode(spv:bytes) -> KernelMeta:   # ValueError when the module is malformed
     O, E = OPCODES, ENUMS
-    local, binding, pc_var, wide = (1, 1, 1), {}, None, False
+    local, binding, pc_var, abi = (1, 1, 1), {}, None, None
     reach: dict[int, list[tuple[int, int, int]]] = {}
     split: dict[int, tuple[int, int, int]] = {}
     words: set[int] = set()
@@ -123,11 +118,13 @@ class KernelMeta:
       if op == O["OpExecutionMode"] and w[2] == E["LocalSize"]: local = (w[3], w[4], w[5])
       elif op == O["OpSourceExtension"]:
         kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
+        if kind == ABI:
+          abi = KernelABI.decode(nums)
+          continue
         n = tuple(map(int, nums))
         if kind == REACH: reach.setdefault(n[0], []).append((n[1], n[2], n[3]))
         elif kind == SPLIT: split[n[0]] = (n[1], n[2], n[3])
         elif kind == WORD_VIEW: words.add(n[0])
-        elif kind == XBASE: wide = True
       elif op == O["OpDecorate"] and w[2] == E["Binding"]: binding[w[1]] = w[3]
       elif (op == O["OpDecorate"] and w[2] == E["NonWritable"]) or (op == O["OpMemberDecorate"] and w[3] == E["NonWritable"]):
         readonly_types.add(w[1])
@@ -139,7 +136,7 @@ class KernelMeta:
         var_type[w[2]] = w[1]
         if w[3] == E["PushConstant"]: pc_var = w[2]
     pc_struct = ptr_to.get(var_type.get(pc_var))
-    return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), wide, local, frozenset(binding.values()),
+    return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), abi, local, frozenset(binding.values()),
                       frozenset(b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types),
                       frozenset(offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types),
                       frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images))

@@ -27,7 +27,7 @@ Push constants (std430, byte offsets):
                   windowed: uint _off[n], per slot its element offset inside its window
   then 8-aligned  uint64 per address slot, in slot order: the aligned-down start address (GLSL: a buffer_reference)
   then            the scalar vars at TinyELF.iter_sig offsets
-  then 4-aligned  int _xbase where launch x may pass maxComputeWorkGroupCount[0] (XBASE, "tinygrad_vk.xbase"): the runtime
+  then 4-aligned  int _xbase where launch x may pass maxComputeWorkGroupCount[0] (XBASE): the runtime
                   dispatches at most that many workgroups at a time (vkCmdDispatchBase's base must stay under the limit), and
                   gidx0 is gl_WorkGroupID.x + _xbase
 Indexing: tinygrad indexes with int32, or int64 where an index can pass 2^31-1. An int32 index goes into the array access
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from tinygrad.device import TinyELF
-from tinygrad.dtype import DType
+from tinygrad.dtype import DType, DTYPES_DICT
 from tinygrad.helpers import ceildiv, round_up
 from tinygrad_vk.caps import Caps
 
@@ -62,8 +62,18 @@ class KernelABI:
   def off_word(self, slot:int) -> tuple[int, int, int|None]:
     """Where _o<slot> is in _off: (word, shift, mask), mask None for a whole word."""
     return (slot, 0, None) if self.windowed else (slot // 4, 8 * (slot % 4), 255)
+  def encode(self) -> str:
+    """The ABI as one note (spv.KernelMeta): the runtime reads it back instead of deciding it again."""
+    def j(xs) -> str: return ",".join("-" if x is None else str(x) for x in xs)
+    return ":".join([ABI, j(self.binding), j(self.address), ",".join(f"{o}/{repr(dt)[len('dtypes.'):]}" for o, dt in self.vars),
+                     str(self.pc_size), str(int(self.windowed)), str(self.ndesc), str(self.nbind), j([self.xbase])])
+  @staticmethod
+  def decode(fields:list[str]) -> KernelABI:
+    def ints(s:str) -> tuple: return tuple(None if x == "-" else int(x) for x in s.split(",") if x)
+    vs = tuple((int(o), DTYPES_DICT[n]) for o, n in (v.split("/") for v in fields[2].split(",") if v))
+    return KernelABI(ints(fields[0]), ints(fields[1]), vs, int(fields[3]), fields[4] == "1", int(fields[5]), int(fields[6]), ints(fields[7])[0])
 
-REACH, SPLIT, WORD_VIEW, XBASE = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words", "tinygrad_vk.xbase"
+REACH, SPLIT, WORD_VIEW, ABI = "tinygrad_vk.reach", "tinygrad_vk.split", "tinygrad_vk.words", "tinygrad_vk.abi"
 
 def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   """A binding of this many elements could pass maxStorageBufferRange (a view is bound from its start aligned down)."""

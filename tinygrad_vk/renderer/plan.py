@@ -139,7 +139,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   slot_info = {u.arg.slot: (u.dtype.itemsize, numel(u._shape)) for u in gbufs}
   gx = next((u.src[0].vmax for u in uops if u.op is Ops.SPECIAL and u.arg == "gidx0"), 1)
   sizes = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
-  try: abi = kernel_abi(caps, sizes, [u.dtype for u in pvars], gx > caps.wgcount[0])
+  vdts, wide = [u.dtype for u in pvars], gx > caps.wgcount[0]
+  try: abi = kernel_abi(caps, sizes, vdts, wide)
   except ValueError as e: raise CompileError(f"VULKAN: {e}") from e
   if abi.pc_size > caps.pc:
     raise CompileError(f"VULKAN: {sum(a is not None for a in abi.address)} buffer addresses, {len(abi.binding)} view offsets and the scalars "
@@ -150,7 +151,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                           abi.binding[u.arg.slot], abi.address[u.arg.slot], u in written) for u in gbufs}
   words = frozenset(w.arg.slot for u in uops if u.op is Ops.INDEX and (w := word_array(caps, u)) is not None and w.op is Ops.PARAM)
   plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops),
-                    KernelMeta(words=words, wide=abi.xbase is not None))
+                    KernelMeta(words=words, abi=abi))
   if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
   # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
   # each access selects from, when the descriptors hold them beside one window for the other slots
@@ -165,7 +166,8 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
     raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
-  return replace(plan, meta=replace(plan.meta, reach=reach, split=split))
+  abi = kernel_abi(caps, sizes, vdts, wide, sum(k for k, _, _ in split.values()))   # the descriptors count the windows
+  return replace(plan, abi=abi, meta=replace(plan.meta, reach=reach, split=split, abi=abi))
 
 # texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
 MAX_TEXELS = 15
