@@ -4,6 +4,7 @@ import pytest
 from tinygrad import Tensor, Device, dtypes
 from tinygrad.device import Buffer, CompileError
 from tinygrad_vk.compiler import GLSLCompiler
+from tinygrad_vk.renderer.abi import KernelABI
 from util import data, run_python, glsl_program, kernel_programs
 
 BAD = """#version 450
@@ -40,7 +41,8 @@ def test_launch_past_the_x_limit_is_split():
   n = next(k for k in range(limit + 2, 2 * limit) if all(k % d for d in range(2, int(k ** 0.5) + 1)))   # a prime: one invocation a workgroup
   x = data(n)
   [p] = kernel_programs(Tensor(x).abs().sqrt() + 1)
-  assert p.arg.global_size[0] > limit and "xbase" in p.src[2].arg, (p.arg.global_size, p.src[2].arg[:400])
+  note = next(l for l in p.src[2].arg.splitlines() if "tinygrad_vk.abi:" in l)   # the kernel's ABI (spv.KernelMeta) has _xbase
+  assert p.arg.global_size[0] > limit and KernelABI.decode(note.split("tinygrad_vk.abi:")[1].split(":")).xbase is not None, note
   np.testing.assert_allclose((Tensor(x).abs().sqrt() + 1).numpy(), np.sqrt(np.abs(x)) + 1, rtol=1e-6)
 
 def test_local_size_over_limit():

@@ -7,7 +7,7 @@ from tinygrad.helpers import prod, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.spv import KernelMeta, rebind
-from tinygrad_vk.renderer.abi import ADDR_ALIGN
+from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
 from tinygrad_vk import windows
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
@@ -31,14 +31,15 @@ class VulkanProgram(Program["VulkanDevice"]):
     sig = [s for s in obj.signature if s[0] is None]
     # the buffers tinygrad passes are those of these slots: a buffer whose accesses were all folded away has none (its binding
     # then points at a scratch buffer: the shader declares no variable for it)
-    itemsize = {s[1]: s[2].itemsize for s in sig}
-    self.slots = sorted(itemsize)
-    self.itemsize = [itemsize.get(i, 1) for i in range(max(itemsize, default=-1) + 1)]
+    slot_info = {s[1]: (s[2].itemsize, numel(s[3])) for s in sig}
+    self.slots = sorted(slot_info)
+    bufs = [slot_info.get(i, (1, 0)) for i in range(max(slot_info, default=-1) + 1)]
+    self.itemsize = [isz for isz, _ in bufs]
     try: self.meta = meta = KernelMeta.decode(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     self.local_size, self.reach, self.split_slots, self.words, self.texel = meta.local, meta.reach, meta.split, meta.words, meta.texel
-    if (abi := meta.abi) is None: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} carries no kernel ABI (not from tinygrad_vk's renderers)")
-    self.abi = abi
+    # the ABI the renderer decided; a module from elsewhere (hand-written) gets the one its signature implies on the target's caps
+    self.abi = abi = meta.abi or kernel_abi(Caps.decode(obj.target.arch), bufs, [s[2] for s in obj.signature[len(sig):]])
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
     self.scalar_fields = [(off, cast(str, dt.fmt)) for off, dt in abi.vars]   # tinygrad's variables are ints: each has a format
     self.pc_size, self.ndesc, self.nbind = abi.pc_size, abi.ndesc, abi.nbind
@@ -205,8 +206,8 @@ class VulkanProgram(Program["VulkanDevice"]):
       self.update(dset)
       t0 = batch.timestamp() if wait or q.profiling() else None
       self.record(batch.cmd, dset, pc, pipeline, groups)
-      return batch, t0, self._recorded(batch, t0)
-  def _recorded(self, batch, t0:int|None) -> int|None:
+      return batch, t0, self.recorded(batch, t0)
+  def recorded(self, batch, t0:int|None) -> int|None:
     t1 = batch.timestamp() if t0 is not None else None
     if t1 is not None and self.dev.queue.profiling(): batch.profile.append((t0, self.name, self.profile_key))
     batch.names.append(self.name)

@@ -210,6 +210,6 @@ def windowed(prg:VulkanProgram, bufs, groups:tuple[int, int, int], vals, wait:bo
         dset = batch.alloc_set(prg.set_layout) if prg.ndesc else None
         prg.update(dset)
         prg.record(batch.cmd, dset, pc, pipeline, (g1 - g0, *groups[1:]), g0)
-      return batch, t0, prg._recorded(batch, t0)
+      return batch, t0, prg.recorded(batch, t0)
   finally:
     for w in wins: w.free(prg.dev.allocator)
