@@ -69,20 +69,16 @@ class Caps:
   vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
   threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
   texels: int = 0                             # maxTexelBufferElements (the "texel" path's bound on a texel buffer)
-
   def __contains__(self, flag:str) -> bool: return flag in self.flags
-
   def meet(self, other:Caps) -> Caps:
     """What both devices can do. tinygrad compiles a kernel that spans devices (a sharded tensor's) once, for the first of them, and
     runs it on every one: devices used together must render alike."""
     loops = min((n for n in (self.maxloop, other.maxloop) if n), default=0)   # 0 is unbounded
     return replace(self, flags=self.flags & other.flags, maxloop=loops, **{f.name: _tighter(f.name, getattr(self, f.name), getattr(other, f.name))
                    for f in fields(Caps) if f.name not in ("flags", "maxloop")})
-
   def encode(self) -> str:
     def enc(v): return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags"])
-
   @staticmethod
   def decode(arch:str) -> Caps:   # unknown keys are ignored, missing ones take the defaults
     toks, names = [t.split("=", 1) for t in arch.split(",") if t], {f.name for f in fields(Caps)}

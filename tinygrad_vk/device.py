@@ -45,14 +45,12 @@ class VulkanDevice(Compiled):
     self.gathered = 0   # inputs a windowed kernel copied into a scratch window (windows.py `place`)
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
-
   def proc(self, core:str, promoted:int, ext_name:str):
     """A device function that became core in Vulkan `promoted` (10*major+minor): the loader's core entry point where the version
     in use has it, else the extension's (vkGetBufferDeviceAddressKHR on Vulkan 1.1)."""
     if self.caps.vk >= promoted: return getattr(lib, core)
     if (fn := lib.vkGetDeviceProcAddr(self.vkdev, ext_name.encode())) == NULL: raise RuntimeError(f"VULKAN: {self.phys.name} has no {ext_name}")
     return ffi.cast(f"PFN_{ext_name}", fn)
-
   def pipeline_layout(self, nbufs:int, pc_size:int, texel:frozenset[int]=frozenset()) -> tuple:
     """A descriptor set layout and pipeline layout per (buffer count, push constant size, storage texel buffer bindings), shared by
     kernels."""
@@ -69,14 +67,11 @@ class VulkanDevice(Compiled):
                                        pushConstantRangeCount=1 if pc_size else 0, pPushConstantRanges=rng), NULL, pl), "vkCreatePipelineLayout")
       self._layouts[key] = (sl[0], pl[0])
     return self._layouts[key]
-
   def synchronize(self): self.queue.synchronize()
-
   @functools.cached_property
   def scratch(self):
     """A small buffer that descriptors can point at when nothing reads them (see VulkanProgram._warm)."""
     return self.allocator.create(256, self.allocator.picker.mapped + self.allocator.picker.local, mapped=False)
-
   def clock_offset(self) -> decimal.Decimal:
     """CPU microseconds minus device microseconds at one instant."""
     period = decimal.Decimal(self.phys.limits["timestampPeriod"])
@@ -95,16 +90,13 @@ class VulkanDevice(Compiled):
     self.queue.wait(b.seq)
     cpu1 = time.perf_counter_ns()
     return decimal.Decimal(cpu0 + cpu1) / 2000 - decimal.Decimal(read_timestamps(self.queue, b.query_pool, q, 1)[0]) * period / 1000
-
   def check_validation(self):
     if instance().validation and validation_messages:
       msgs = validation_messages[:]
       validation_messages.clear()
       raise RuntimeError(f"VULKAN validation layer reported {len(msgs)} message(s):\n" + "\n".join(msgs[:5]))
-
   def finalize(self):
     # the VkDevice is left to process exit: Buffer.__del__ may still run after this
     if not self.closed and self.queue.lost is None: self.queue.synchronize()
     self.closed = True
-
   def count(self) -> int: return len(instance().devices)

@@ -26,7 +26,6 @@ class VulkanGraph(GraphRunner):
   def supports_uop(batch_devs, new_call:UOp) -> bool:
     # a compiled kernel (its last source the module) whose metadata allows a graph (spv.py KernelMeta.graphable)
     return GraphRunner.supports_uop(batch_devs, new_call) and (b := new_call.src[0].src[-1]).op is Ops.BINARY and KernelMeta.decode(b.arg).graphable
-
   def __init__(self, linear, input_uops=()):
     super().__init__(linear, input_uops)
     self.dev = cast("VulkanDevice", Device[self.calls[0][2][0].device])
@@ -56,7 +55,6 @@ class VulkanGraph(GraphRunner):
                         if any(b.op is Ops.SHRINK and b.src[0].op is Ops.PARAM for b in get_call_arg_uops(call))]
     names = [prg.name for prg in self.runtimes]
     self.label = f"TinyJit graph of {len(names)} kernels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"   # for a lost device
-
   def __call__(self, input_uops:tuple[UOp, ...], var_vals:dict[str, int], wait=False) -> float|None:
     # (kernel j, the list holding a value of j's, index, the value now): buffers (compared by identity), scalars, launch sizes
     now = [(j, self.bufs[j], pos, cast(Buffer, input_uops[slot].buffer)._buf) for j, pos, slot in self.replaced]
@@ -81,7 +79,6 @@ class VulkanGraph(GraphRunner):
         batch.names.append(self.label)
       if self.query_pool is not None: q.defer(batch.seq, self._collect)
     return q.timed_wait(batch, t0, t1) if wait else None
-
   def _record(self):
     # the previous replay may still read these sets and this command buffer
     if self.last_seq: self.q.wait(self.last_seq)
@@ -121,16 +118,13 @@ class VulkanGraph(GraphRunner):
     check(lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
     self.roots = list(roots.values())   # what a replay touches: it must not be freed or overwritten from the host before it completes
     self.dirty.clear()                  # only once the command buffer is complete: a failed recording is redone by the next call
-
   def _launched(self, j:int) -> list:   # the buffers kernel j is bound to: its own, or the scratches of views moved to whole words
     return self.ras[j].bufs if self.ras[j] is not None else self.bufs[j]
-
   def _collect(self):
     period = decimal.Decimal(self.q.timestamp_period)
     ts = read_timestamps(self.q, self.query_pool, 0, 2 * len(self.calls))
     ents = [ProfileGraphEntry(self.dev.device, prg.name, 2 * j, 2 * j + 1, prg.profile_key) for j, prg in enumerate(self.runtimes)]
     Compiled.profile_events.append(ProfileGraphEvent(ents, [], [decimal.Decimal(t) * period / 1000 for t in ts]))
-
   @suppress_finalizing
   def __del__(self):
     if self.dev.closed: return

@@ -52,7 +52,6 @@ class Instance:
     if not raw: raise RuntimeError("VULKAN: the Vulkan loader found no devices; install a driver (mesa-vulkan-drivers gives lavapipe)")
     self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
     self.devices = select_devices(self.all, env_text("VULKAN_DEVICES"))
-
   def _create(self):
     layers, exts, flags, chain = [], [], 0, NULL
     if self.validation:
@@ -80,7 +79,6 @@ class Instance:
       raise RuntimeError("VULKAN: no Vulkan driver found; install one (mesa-vulkan-drivers gives lavapipe on any CPU)")
     check(res, "vkCreateInstance")
     return out[0]
-
   def _listen(self):
     create = ffi.cast("PFN_vkCreateDebugUtilsMessengerEXT", lib.vkGetInstanceProcAddr(self.handle, b"vkCreateDebugUtilsMessengerEXT"))
     minfo = new("VkDebugUtilsMessengerCreateInfoEXT",
@@ -89,7 +87,6 @@ class Instance:
                             vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT, pfnUserCallback=_debug_callback)
     self.messenger = ffi.new("VkDebugUtilsMessengerEXT*")
     check(create(self.handle, minfo, NULL, self.messenger), "vkCreateDebugUtilsMessengerEXT")
-
   def caps(self, phys:PhysicalDevice) -> Caps:
     """What tinygrad_vk renders and runs for on `phys`: its caps met with every other selected device's (Caps.meet). The same where
     the selected devices are alike; otherwise VULKAN_DEVICES keeps the richer one to itself."""
@@ -181,25 +178,21 @@ class PhysicalDevice:
     qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", handle)
     self.queue_family = next((i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
     self.timestamp_bits = qfs[self.queue_family].timestampValidBits if self.queue_family is not None else 0
-
   def _read_features(self):
     fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Features") and self.has(n)}
     feats = new("VkPhysicalDeviceFeatures2", pNext=chain(fs))
     lib.vkGetPhysicalDeviceFeatures2(self.handle, feats)
     self.features = {f: bool((src := feats.features if st is None else fs.get(st)) is not None and getattr(src, f))
                      for f, (_, st) in FEATURES.items()}
-
   def _read_memory(self):
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(self.handle, mp)
     self.memory_types = [MemoryType(i, mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex,
                                     mp.memoryHeaps[mp.memoryTypes[i].heapIndex].size) for i in range(mp.memoryTypeCount)]
     self.heaps = [(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]
-
   def has(self, struct:str) -> bool:   # core in the version in use, or its extension is offered
     _, core, ext = STRUCTS[struct]
     return self.vk >= core or ext in self.extensions
-
   def device_features(self, caps:Caps) -> tuple[Any, list[str], list]:
     """For vkCreateDevice: the VkPhysicalDeviceFeatures2 chain enabling exactly the features `caps` uses (a turned-off one then
     really is unavailable), the device extensions they need on this version, and the structs to keep alive until the call."""
@@ -215,7 +208,6 @@ class PhysicalDevice:
     feats.pNext = chain(structs)
     if PORTABILITY_SUBSET in self.extensions: exts.append(PORTABILITY_SUBSET)
     return feats, exts, list(structs.values())
-
   def create_device(self, caps:Caps, exts:list[str], what:str):
     """A VkDevice with one queue of the compute family, the features `caps` uses and the extensions `exts` and they need."""
     feats, feat_exts, keep = self.device_features(caps)
@@ -228,12 +220,10 @@ class PhysicalDevice:
     check(lib.vkCreateDevice(self.handle, info, NULL, out), f"vkCreateDevice ({what})")
     del keep
     return out[0]
-
   def time_domains(self, inst) -> list[int]:
     fn = lib.vkGetInstanceProcAddr(inst.handle, b"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT")
     if fn == NULL: return []
     return enumerate_(ffi.cast("PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", fn), "VkTimeDomainEXT", self.handle)
-
   def flags(self) -> set[str]:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
     have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
@@ -246,7 +236,6 @@ class PhysicalDevice:
       lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp := ffi.new("VkFormatProperties*"))
       if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT: out.add("texel")
     return out | {"vec", "spread", "hoist", "share"}
-
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
     lim, flags = self.limits, self.flags()
@@ -260,7 +249,6 @@ class PhysicalDevice:
                 allocs=lim["maxMemoryAllocationCount"], vk=self.vk, texels=lim["maxTexelBufferElements"],
                 threads=llvmpipe_threads() if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0,
                 maxloop=self.loop_budget())
-
   def loop_budget(self) -> int:
     """Loop passes one invocation may make (0: unbounded), as measured (probe.py). VULKAN_MAX_LOOP_ITERATIONS may lower a driver's
     real limit, never raise it: llvmpipe before Mesa 25.0 silently ends a loop past its limit, so a higher budget would return wrong
@@ -271,7 +259,6 @@ class PhysicalDevice:
       raise RuntimeError(f"VULKAN_MAX_LOOP_ITERATIONS={n}: {self.name} ends every loop after {limit} passes without a word, so the "
                          f"loop budget may only be lowered (1..{limit})")
     return n
-
   def caps(self) -> Caps:
     """What tinygrad_vk uses: the device's capabilities as VULKAN_PROFILE allows them, less VULKAN_DISABLE."""
     caps = apply_profile(self.real_caps(), env_text("VULKAN_PROFILE"))

@@ -110,14 +110,12 @@ class VulkanAllocator(LRUAllocator):
     heap = phys.memory_types[(self.picker.mapped + self.picker.local)[0]].heap_size
     self.lru_bytes, self.lru_cap = 0, env_number("VULKAN_LRU_CACHE_MB", (heap // 4) >> 20) << 20
     super().__init__(dev)
-
   def heap_budget(self, heap:int) -> int:
     if self.budget_ext:
       b = new("VkPhysicalDeviceMemoryBudgetPropertiesEXT")
       lib.vkGetPhysicalDeviceMemoryProperties2(self.dev.phys.handle, new("VkPhysicalDeviceMemoryProperties2", pNext=b))
       return b.heapBudget[heap] - b.heapUsage[heap]
     return int(self.dev.phys.heaps[heap][0] * HEAP_SHARE) - self.heap_used[heap]
-
   def new_block(self, size:int, ti:int, mapped:bool, sub:bool) -> Block:
     """A VkDeviceMemory of `size` bytes in memory type ti with a VkBuffer over it; nothing is left behind when a step fails."""
     d, phys, heap = self.dev.vkdev, self.dev.phys, self.dev.phys.memory_types[ti].heap
@@ -156,7 +154,6 @@ class VulkanAllocator(LRUAllocator):
       if sub: assert cast(TLSFAllocator, blk.tlsf).alloc(GUARD) == 0   # the block's first bytes are its guard
       self.block_guards[id(blk)] = self.poison(None, blk, 0, GUARD)
     return blk
-
   def free_block(self, blk:Block):
     # the books first: an exception between the two calls leaks the memory, never frees it twice
     if blk.tlsf is not None: self.pools[blk.pool].remove(blk)
@@ -164,10 +161,8 @@ class VulkanAllocator(LRUAllocator):
     self.block_guards.pop(id(blk), None)
     lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
     lib.vkFreeMemory(self.dev.vkdev, blk.memory, NULL)   # unmaps it too
-
   def block_limit(self, ti:int) -> int:
     return max(BLOCK_FIRST, min(BLOCK_LAST, self.dev.phys.memory_types[ti].heap_size // 8, self.dev.phys.max_alloc))
-
   def suballocate(self, size:int, ti:int, mapped:bool) -> tuple[Block, int]:
     pool, size = self.pools.setdefault((ti, mapped), []), round_up(size, SUB_ALIGN)
     for blk in pool:
@@ -183,7 +178,6 @@ class VulkanAllocator(LRUAllocator):
         continue
       pool.append(blk)
       return blk, cast(TLSFAllocator, blk.tlsf).alloc(size)
-
   def create(self, size:int, candidates:list[int], mapped:bool) -> VulkanBuffer:
     """A buffer in the first memory type of `candidates` that has room; `mapped` buffers get a persistent host pointer."""
     phys = self.dev.phys
@@ -204,7 +198,6 @@ class VulkanAllocator(LRUAllocator):
       if self.guard: self.guards[id(b)] = self.poison(b, blk, off + size, off + need)
       return b
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
-
   def texel_view(self, b:VulkanBuffer, start:int, size:int):
     """An R32_UINT storage texel view of bytes [start, start + size) of root buffer b's VkBuffer (renderer/kernel.py texel_slots),
     made once and destroyed with b: a TinyJit graph's descriptor sets keep using it while b lives. The plan keeps a texel slot
@@ -216,7 +209,6 @@ class VulkanAllocator(LRUAllocator):
     if b.views is None: b.views = {}
     b.views[(start, size)] = out[0]
     return out[0]
-
   def destroy(self, b:VulkanBuffer):
     if self.dev.closed or (blk := b.block) is None: return
     b.block = None   # the books first: freed once, even if it is passed here again after an exception
@@ -229,7 +221,6 @@ class VulkanAllocator(LRUAllocator):
     blk.tlsf.free(b.offset)
     # an empty block is kept while it is the only empty one of its pool, so a buffer freed and allocated again reuses it
     if blk.used == 0 and any(o is not blk and o.used == 0 for o in self.pools[blk.pool]): self.free_block(blk)
-
   def release_empty(self):
     for blk in [b for pool in self.pools.values() for b in pool if b.used == 0]: self.free_block(blk)
 
@@ -237,7 +228,6 @@ class VulkanAllocator(LRUAllocator):
   def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
     ffi.memmove(ffi.cast("void*", cast(int, blk.host) + start), POISON, end - start)   # VULKAN_GUARD maps every block
     return (b, blk, start, end)
-
   def guard_changed(self, b:VulkanBuffer|None, blk:Block, start:int, end:int) -> str|None:
     """What changed in a guard, described; None if nothing did. The pattern is restored: each change is reported once."""
     host = cast(int, blk.host)   # VULKAN_GUARD maps every block
@@ -248,7 +238,6 @@ class VulkanAllocator(LRUAllocator):
     where = (f"the guard after the buffer of {b.size} bytes at byte {b.offset} of a memory block changed {bad[0]}..{bad[-1]} bytes past its end"
              if b is not None else f"the guard at the start of a memory block changed at bytes {bad[0]}..{bad[-1]}")
     return f"{where} ({len(bad)} bytes changed, now {got[bad[0]:bad[-1]+1][:16].hex()})"
-
   def check_guards(self, kernels:list[str], touched:set, done_seq:int):
     """Raise if the guard of a block or of a buffer in `touched` changed. `kernels` are those that ran since the last check, and
     are then forgotten, as are the buffers no queued work uses any more."""
@@ -265,14 +254,12 @@ class VulkanAllocator(LRUAllocator):
     self.dev.queue.check_usable()   # a lost device raises its own error, not tinygrad's "Allocation failed"
     if self.cache.get((size, options)): self.lru_bytes -= size   # taken from the cache
     return super().alloc(size, options)
-
   def free(self, opaque, size:int, options:BufferSpec|None=None):
     n = len(self.cache.get((size, options), ()))
     super().free(opaque, size, options)
     if len(self.cache.get((size, options), ())) == n: return   # not cached (nolru, LRU=0): freed already
     self.lru_bytes += size
     if self.lru_bytes > self.lru_cap: self.free_lru()
-
   def _alloc(self, size:int, options:BufferSpec) -> VulkanBuffer:
     if options.external_ptr is not None: raise RuntimeError("VULKAN: wrapping external host memory (Tensor.from_blob) is not supported")
     size = round_up(size, 4)   # whole 32-bit words: kernels may access 8/16-bit data through words (renderer/packing.py)
@@ -283,13 +270,10 @@ class VulkanAllocator(LRUAllocator):
       self.dev.queue.synchronize()
       self.release_empty()
       return self.create(size, types, mapped)
-
   @suppress_finalizing
   def _free(self, b:VulkanBuffer, options:BufferSpec):
     if not self.dev.closed: self.dev.queue.defer(b.last_use, lambda: self.destroy(b))
-
   def _offset(self, b:VulkanBuffer, size:int, offset:int) -> VulkanBuffer: return b.view(size, offset)
-
   def _copyin(self, dest:VulkanBuffer, src:memoryview):
     src = src.cast("B") if src.format != "B" or src.ndim != 1 else src
     q = self.dev.queue
@@ -305,7 +289,6 @@ class VulkanAllocator(LRUAllocator):
       b = q.copy(st.view(n, 0), dest.view(n, off), n)
       q.defer(b.seq, lambda st=st: self.put_staging(st))
       if len(src) > CHUNK: q.flush()
-
   def _copyout(self, dest:memoryview, src:VulkanBuffer):
     dest = dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest
     q = self.dev.queue
@@ -324,7 +307,6 @@ class VulkanAllocator(LRUAllocator):
       q.wait(seq)
       ffi.memmove(dest[off:off+n], ffi.cast("void*", st.addr()), n)
       self.put_staging(st)
-
   def _transfer(self, dest:VulkanBuffer, src:VulkanBuffer, sz:int, src_dev, dest_dev):
     if src_dev is dest_dev:
       src_dev.queue.copy(src.view(sz, 0), dest.view(sz, 0), sz)
@@ -347,19 +329,16 @@ class VulkanAllocator(LRUAllocator):
       self.staging_bytes -= sz
       return st
     return self.create(size, self.picker.host, mapped=True)
-
   def put_staging(self, st:VulkanBuffer):
     if self.staging_bytes + st.size > self.staging_cap: return self.destroy(st)
     bisect.insort(self.staging, (st.size, id(st), st))
     self.staging_bytes += st.size
-
   def free_lru(self):
     # each buffer leaves tinygrad's cache before it is freed (LRUAllocator.free_cache empties the lists after): an exception in
     # between must not leave a freed buffer there to be handed out again
     for (sz, options), opaques in self.cache.items():
       while opaques: Allocator.free(self, opaques.pop(), sz, options)
     self.lru_bytes = 0
-
   def free_cache(self):
     self.free_lru()
     while self.staging:   # popped before destroyed, as above

@@ -102,13 +102,11 @@ class Scratch:
     self.phys = phys
     self.made: list[tuple[Any, Any]] = []   # (destroy function, handle), undone in reverse
     self.d = phys.create_device(caps, [], "probe")
-
   def create(self, fn, destroy, ctype:str, info):
     h = ffi.new(ctype + "*")
     check(fn(self.d, info, NULL, h), f"creating a {ctype} (probe)")
     self.made.append((destroy, h[0]))
     return h[0]
-
   def buffer(self, words:list[int]):
     """The storage buffer, host-visible and mapped, holding `words`: (its mapping, its size)."""
     self.size = size = 4 * len(words)
@@ -124,7 +122,6 @@ class Scratch:
     check(lib.vkMapMemory(self.d, mem, 0, size, 0, ptr), "vkMapMemory")
     ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
     return ptr[0], size
-
   def dispatch(self, spv:bytes):
     """One workgroup of the kernel over the buffer (binding 0), waited for."""
     SB, d, c = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, self.d, self.create
@@ -164,7 +161,6 @@ class Scratch:
     check(lib.vkQueueSubmit(q[0], 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmd), fence), "vkQueueSubmit (probe)")
     if check(lib.vkWaitForFences(d, 1, ffi.new("VkFence[1]", [fence]), 1, 60 * 10**9), "vkWaitForFences (probe)") == vk.VK_TIMEOUT:
       raise RuntimeError(f"VULKAN: {self.phys.name} did not run a one-invocation probe kernel in 60 s")
-
   def close(self):
     lib.vkDeviceWaitIdle(self.d)
     for destroy, h in reversed(self.made): destroy(self.d, h, NULL)

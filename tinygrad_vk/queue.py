@@ -104,7 +104,6 @@ class Batch:
     self.set_info = new("VkDescriptorSetAllocateInfo", descriptorSetCount=1, pSetLayouts=self.set_layout)
   def __enter__(self) -> Batch: return self
   def __exit__(self, *exc): self.q.recorded(self)
-
   def begin(self, seq:int):
     """Reset what the last use left (all idempotent, so a begin that an exception cut short is simply redone), then begin."""
     check(lib.vkResetCommandBuffer(self.cmd, 0), "vkResetCommandBuffer")
@@ -115,7 +114,6 @@ class Batch:
     lib.vkCmdResetQueryPool(self.cmd, self.query_pool, 0, QUERIES)
     self.seq, self.ncmds, self.nqueries, self.ending, self.ended = seq, 0, 0, False, []
     self.names.clear()
-
   def alloc_set(self, layout) -> object:
     """A descriptor set that lives until this batch retires; a new pool when the current one runs out."""
     self.set_layout[0] = layout
@@ -126,7 +124,6 @@ class Batch:
       if res == 0: return self.set_out[0]
       if fresh or res not in (ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL): check(res, "vkAllocateDescriptorSets")
       self.pool_at += 1
-
   def timestamp(self) -> int|None:
     """Record a timestamp after all earlier commands complete; None when the queue has no timestamps or the batch is full."""
     if not self.q.timestamp_bits or self.nqueries >= QUERIES: return None
@@ -157,7 +154,6 @@ class CommandQueue:
     self.ran: list[str]|None = None
     self.touched: set|None = None
     interrupts.watch(self)
-
   def __enter__(self) -> CommandQueue:
     self.lock.acquire()
     return self
@@ -167,13 +163,11 @@ class CommandQueue:
     if interrupts.pending is not None: interrupts.deliver()
   def check_usable(self):
     if self.lost is not None: raise DeviceLost(self.lost)
-
   def lose(self, reason:str):
     names = [n for b in [*self.inflight, *(b for b in (self.doubt, self.cur) if b is not None)] for n in b.names]
     self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {last(names, 8)}. "
                  f"Every later use of {self.dev.device} raises this error; restart the process")
     raise DeviceLost(self.lost)
-
   def new_command_buffer(self, secondary=False):
     out = ffi.new("VkCommandBuffer*")
     level = vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY if secondary else vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
@@ -183,7 +177,6 @@ class CommandQueue:
   def new_desc_pool(self): return descriptor_pool(self.vkdev, 512, 4096)
 
   # ---- recording
-
   def batch(self) -> Batch:
     """The open batch; a new one is begun if there is none. The caller holds the lock."""
     if self.doubt is not None: self.settle()
@@ -198,7 +191,6 @@ class CommandQueue:
         raise
       self.cur = b
     return b
-
   def prepare(self, reads:list, writes:list, opaque=False) -> Batch:
     """The open batch, ready for a command that reads and writes these buffers (VulkanBuffer views), with the queue's lock held
     until the `with` block ends. A nested recording (a new pipeline's warm-up dispatch inside a launch) shares the batch, and it
@@ -217,20 +209,17 @@ class CommandQueue:
     self.held += 1
     return b
   def prepare_opaque(self, bufs:list) -> Batch: return self.prepare(bufs, [], opaque=True)   # a graph replay orders its own kernels
-
   def recorded(self, b:Batch):
     try:
       self.held -= 1
       b.ncmds += 1
       if not self.held and (b.ncmds >= self.max_cmds or b.nqueries + 2 > QUERIES): self.flush()
     finally: self._release()
-
   def copy(self, src, dst, size:int) -> Batch:
     with self.prepare([src], [dst]) as b: record_copy(b.cmd, src, dst, size)
     return b
 
   # ---- submission and completion
-
   def flush(self):
     with self:
       self.settle()
@@ -244,7 +233,6 @@ class CommandQueue:
       self.doubt = None
       self.retire()
       while len(self.inflight) > MAX_INFLIGHT: self._wait_fence(self.inflight[0])
-
   def end(self, b:Batch):
     """Close a batch for submission. vkEndCommandBuffer cannot be called twice, and no Vulkan call tells whether it ran: list.extend
     over map() makes the call and stores its result in one step of C code, where no Python signal handler can run. An exception
@@ -258,7 +246,6 @@ class CommandQueue:
       b.ending = True
       b.ended.extend(call)
     if b.ended[0] != 0: self.lose(f"vkEndCommandBuffer failed: {result_name(b.ended[0])}")
-
   def settle(self):
     """Whether an interrupted submission happened: its fence was unsignalled before it, so once the queue is idle a signalled fence
     says it ran (it joins the batches in flight), an unsignalled one that it did not (it is open again, and the next flush submits
@@ -270,7 +257,6 @@ class CommandQueue:
       elif res == vk.VK_NOT_READY: self.cur = b
       else: self.lose(f"vkGetFenceStatus failed: {result_name(res)}")
     self.doubt = None
-
   def wait(self, seq:int):
     """Block until the batch `seq` (and all before it) completed."""
     with self:
@@ -280,7 +266,6 @@ class CommandQueue:
       while self.inflight and self.inflight[0].seq <= seq: self._wait_fence(self.inflight[0])
       if self.ran is not None: self.dev.allocator.check_guards(self.ran, cast(set, self.touched), self.done_seq)   # both set by VULKAN_GUARD
     self.dev.check_validation()
-
   def _wait_fence(self, b:Batch):
     """Wait for b's fence in slices, so SIGINT is taken during a long wait, then retire."""
     deadline = time.monotonic() + self.timeout_s
@@ -292,14 +277,12 @@ class CommandQueue:
       if res == 0: return self.retire()
       if res != vk.VK_TIMEOUT: self.lose(f"vkWaitForFences failed: {result_name(res)}")
       if time.monotonic() >= deadline: self.lose(f"a command buffer did not complete within VULKAN_TIMEOUT_S={self.timeout_s:g} seconds")
-
   def synchronize(self): self.wait(self.next_seq - 1)
   def idle(self, seq:int) -> bool:
     self.check_usable()
     if seq > self.done_seq:
       with self: self.retire()
     return seq <= self.done_seq
-
   def retire(self):
     """Recycle every batch whose fence has signalled, in order, and run what waited for it. The caller holds the lock. Only
     bookkeeping, in an order where an exception anywhere leaves at worst a batch that is never reused: Batch.begin resets it."""
@@ -315,7 +298,6 @@ class CommandQueue:
       if profile: self._profile(b, profile)
     # popped before it runs: an exception in between leaks what fn frees rather than freeing it twice
     while self.deferred and self.deferred[0][0] <= self.done_seq: self.deferred.popleft()[1]()
-
   def defer(self, seq:int, fn:Callable[[], object]):
     """Run fn once batch `seq` completed (now if it already has): frees of objects that queued work may still use. A lost device
     runs nothing more (left to process exit). Finalizers call this from any thread, even inside another device's lock: when another
@@ -325,13 +307,11 @@ class CommandQueue:
       try: fn()
       finally: self.lock.release()
     else: self.deferred.append((seq, fn))
-
   def _profile(self, b:Batch, profile:list):
     ts = read_timestamps(self, b.query_pool, 0, b.nqueries)
     for q, name, key in profile:
       st, en = (decimal.Decimal(ts[q+i]) * decimal.Decimal(self.timestamp_period) / 1000 for i in (0, 1))
       Compiled.profile_events.append(ProfileRangeEvent(self.dev.device, name, st, en, key))
-
   def timed_wait(self, b:Batch, t0:int|None, t1:int|None) -> float:
     """Wait for batch b; the seconds between its timestamps t0 and t1, or the wall time of the wait where the queue has none."""
     st = time.perf_counter()
@@ -339,7 +319,6 @@ class CommandQueue:
     if t0 is None or t1 is None: return time.perf_counter() - st
     ts = read_timestamps(self, b.query_pool, t0, 2)
     return ((ts[1] - ts[0]) & self.timestamp_mask) * self.timestamp_period * 1e-9
-
   @staticmethod
   def profiling() -> bool: return bool(PROFILE)
 
@@ -351,13 +330,11 @@ class Interrupts:
     self.queues: list[CommandQueue] = []
     self.prev: Callable|None = None
     self.pending: tuple|None = None
-
   def watch(self, q:CommandQueue):
     self.queues.append(q)
     if self.prev is None and threading.current_thread() is threading.main_thread() and callable(h := signal.getsignal(signal.SIGINT)):
       self.prev = h
       signal.signal(signal.SIGINT, self.handle)
-
   # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
   def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
   def handle(self, signum, frame):
@@ -367,7 +344,6 @@ class Interrupts:
     if self.pending is not None and self.prev is not None and not self._held():
       args, self.pending = self.pending, None
       self.prev(*args)
-
   def forked(self):
     """In a forked child the driver's threads did not come along: every device of the parent is lost."""
     self.pending = None
