@@ -20,16 +20,9 @@ def env_number(name:str, default:int|float, minimum:int|float=0):
   return val
 # feature flags: what each one means on the device
 FLAGS = {
-  "f16": "shaderFloat16 + shaderInt16 + storageBuffer16BitAccess",
-  "i16": "shaderInt16 + storageBuffer16BitAccess",
-  "s16": "storageBuffer16BitAccess",
-  "i8": "shaderInt8 + storageBuffer8BitAccess",
-  "s8": "storageBuffer8BitAccess",
-  "i64": "shaderInt64",
-  "f64": "shaderFloat64",
-  "nan16": "shaderSignedZeroInfNanPreserveFloat16",
-  "nan32": "shaderSignedZeroInfNanPreserveFloat32",
-  "nan64": "shaderSignedZeroInfNanPreserveFloat64",
+  "f16": "shaderFloat16 + shaderInt16 + storageBuffer16BitAccess", "i16": "shaderInt16 + storageBuffer16BitAccess",
+  "s16": "storageBuffer16BitAccess", "i8": "shaderInt8 + storageBuffer8BitAccess", "s8": "storageBuffer8BitAccess",
+  "i64": "shaderInt64", "f64": "shaderFloat64", **{f"nan{w}": f"shaderSignedZeroInfNanPreserveFloat{w}" for w in (16, 32, 64)},
   "vec": "float4 loads and stores: a vec4 declaration of the binding where the view offset is aligned, packed scalars elsewhere (every device)",
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/passes/loops.py)",
@@ -196,13 +189,10 @@ def _tighter(k:str, a, b):
 NEVER = "never"   # no flag makes the fp8 types native
 DTYPE_RULES: dict[str, tuple[str|None, str, str]] = {
   "bool": ("s8", "packed", "without storageBuffer8BitAccess"),
-  "char": ("i8", "packed", "without shaderInt8 + storageBuffer8BitAccess"),
-  "uchar": ("i8", "packed", "without shaderInt8 + storageBuffer8BitAccess"),
-  "short": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
-  "ushort": ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess"),
+  **dict.fromkeys(("char", "uchar"), ("i8", "packed", "without shaderInt8 + storageBuffer8BitAccess")),
+  **dict.fromkeys(("short", "ushort"), ("i16", "packed", "without shaderInt16 + storageBuffer16BitAccess")),
   "int": (None, "", ""), "uint": (None, "", ""), "float": (None, "", ""),
-  "long": ("i64", "pairs", "int pairs without shaderInt64"),
-  "ulong": ("i64", "pairs", "int pairs without shaderInt64"),
+  **dict.fromkeys(("long", "ulong"), ("i64", "pairs", "int pairs without shaderInt64")),
   "double": ("f64", "refused", "needs shaderFloat64"),
   "half": ("f16", "packed", "16-bit words computed in float without shaderFloat16 + shaderInt16 + storageBuffer16BitAccess "
                                   "(renderer/passes/half.py)"),

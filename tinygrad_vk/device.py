@@ -7,7 +7,7 @@ from tinygrad.renderer import Renderer
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import env_number
 from tinygrad_vk.instance import instance, validation_messages
-from tinygrad_vk.queue import CommandQueue, read_timestamps
+from tinygrad_vk.queue import CommandQueue, read_timestamps, FORKED
 from tinygrad_vk.memory import VulkanAllocator, BUDGET_EXT
 from tinygrad_vk.program import VulkanProgram
 from tinygrad_vk.graph import VulkanGraph
@@ -21,18 +21,13 @@ CALIBRATED_EXT = "VK_EXT_calibrated_timestamps"
 STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT = 1000184000
 TIME_DOMAIN_DEVICE, TIME_DOMAIN_CLOCK_MONOTONIC = vk.VK_TIME_DOMAIN_DEVICE_KHR, vk.VK_TIME_DOMAIN_CLOCK_MONOTONIC_KHR
 
-def device_index(device:str) -> int:
-  if (m := re.fullmatch(r"VULKAN(?::(\d+))?", device)) is None:
-    raise RuntimeError(f"VULKAN: no device {device!r}: expected VULKAN or VULKAN:<n> with n = 0, 1, ... (python -m tinygrad_vk info lists them)")
-  return int(m.group(1) or 0)
-
 class VulkanDevice(Compiled):
   allocator: VulkanAllocator
   def __init__(self, device:str):
-    self.closed, inst, idx = False, instance(), device_index(device)
-    if inst.pid != os.getpid():
-      raise RuntimeError("VULKAN: Vulkan was initialised before os.fork(): a forked child cannot use it (a Vulkan driver does not survive "
-                         "fork). Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
+    if (m := re.fullmatch(r"VULKAN(?::(\d+))?", device)) is None:
+      raise RuntimeError(f"VULKAN: no device {device!r}: expected VULKAN or VULKAN:<n> with n = 0, 1, ... (python -m tinygrad_vk info lists them)")
+    self.closed, inst, idx = False, instance(), int(m.group(1) or 0)
+    if inst.pid != os.getpid(): raise RuntimeError(f"VULKAN: Vulkan was initialised before os.fork(): {FORKED}")
     max_cmds, timeout_s = env_number("VULKAN_BATCH", 64, 1), env_number("VULKAN_TIMEOUT_S", 300.0, 0.001)
     graph = VulkanGraph if env_number("VULKAN_GRAPH", 1) else None
     # VULKAN:n past the last physical device opens another logical device on one of them (multi-device tests on one GPU)

@@ -232,17 +232,13 @@ class PhysicalDevice:
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
-      # buffer with one gather (scripts/load_cost.py)
-      if self.texel_format_ok(): out.add("texel")
+      # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels.
+      lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp := ffi.new("VkFormatProperties*"))
+      if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT: out.add("texel")
     return out | {"vec", "spread", "hoist", "share"}
-  def texel_format_ok(self) -> bool:   # R32_UINT storage texel buffers: the "texel" path reads every 32-bit type as its bits
-    fp = ffi.new("VkFormatProperties*")
-    lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp)
-    return bool(fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT)
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
-    lim = self.limits
-    flags = self.flags()
+    lim, flags = self.limits, self.flags()
     # a texel buffer's view starts where the storage buffer's binding would: aligned for both
     align = max(lim["minStorageBufferOffsetAlignment"], lim["minTexelBufferOffsetAlignment"] if "texel" in flags else 1)
     return Caps(frozenset(flags), align=align, wgsize=lim["maxComputeWorkGroupSize"],

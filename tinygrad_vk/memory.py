@@ -25,6 +25,7 @@ from tinygrad.helpers import round_up, size_to_str, suppress_finalizing
 from tinygrad.runtime.support.memory import TLSFAllocator
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import env_number
+from tinygrad_vk.queue import last
 
 USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 USAGE_ADDRESS, ALLOCATE_ADDRESS = 0x20000, 0x2   # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT etc.: the package maps them to None
@@ -42,7 +43,6 @@ HEAP_SHARE = 0.8  # of a heap this process may use when the driver reports no bu
 GUARD = 256       # VULKAN_GUARD: the least guard after a buffer, and the guard at the start of a block
 # NaN as every float type (float16/bfloat16/float32/float64/fp8 read any aligned part of it), INT_MAX or -1 as integers, no bool
 POISON = b"\xff\xff\xff\x7f" * (2 * GUARD // 4)
-GUARD_NAMES = 16  # kernels named in a guard violation
 
 def guard_len(size:int) -> int: return round_up(size + GUARD, SUB_ALIGN) - size   # the bytes after a buffer up to the next suballocation
 
@@ -156,6 +156,7 @@ class VulkanAllocator(LRUAllocator):
     return blk
   def free_block(self, blk:Block):
     # the books first: an exception between the two calls leaks the memory, never frees it twice
+    if blk.tlsf is not None: self.pools[blk.pool].remove(blk)
     self.count, self.heap_used[blk.heap] = self.count - 1, self.heap_used[blk.heap] - blk.nbytes
     self.block_guards.pop(id(blk), None)
     lib.vkDestroyBuffer(self.dev.vkdev, blk.handle, NULL)
@@ -219,15 +220,10 @@ class VulkanAllocator(LRUAllocator):
     if blk.tlsf is None: return self.free_block(blk)
     blk.tlsf.free(b.offset)
     # an empty block is kept while it is the only empty one of its pool, so a buffer freed and allocated again reuses it
-    pool = self.pools[blk.pool]
-    if blk.used == 0 and any(o is not blk and o.used == 0 for o in pool):
-      pool.remove(blk)
-      self.free_block(blk)
+    if blk.used == 0 and any(o is not blk and o.used == 0 for o in self.pools[blk.pool]): self.free_block(blk)
   def release_empty(self):
-    for pool in self.pools.values():
-      for blk in [b for b in pool if b.used == 0]:
-        pool.remove(blk)
-        self.free_block(blk)
+    for blk in [b for pool in self.pools.values() for b in pool if b.used == 0]: self.free_block(blk)
+
   @staticmethod
   def poison(b:VulkanBuffer|None, blk:Block, start:int, end:int) -> tuple:
     ffi.memmove(ffi.cast("void*", cast(int, blk.host) + start), POISON, end - start)   # VULKAN_GUARD maps every block
@@ -249,10 +245,11 @@ class VulkanAllocator(LRUAllocator):
     touched.difference_update([r for r in touched if r.last_use <= done_seq])
     bad, self.violations = self.violations + [m for g in gs if (m := self.guard_changed(*g))], []
     if not bad: return
-    names = ", ".join(kernels[-GUARD_NAMES:]) + (f" (after {len(kernels) - GUARD_NAMES} more)" if len(kernels) > GUARD_NAMES else "")
+    names = last(kernels, 16)
     kernels.clear()
     raise RuntimeError(f"VULKAN_GUARD: memory outside a buffer was written on {self.dev.device}: " + "; ".join(bad[:8]) +
-                       (f" (and {len(bad) - 8} more)" if len(bad) > 8 else "") + f". Kernels run since the last check: {names or 'none'}")
+                       (f" (and {len(bad) - 8} more)" if len(bad) > 8 else "") + f". Kernels run since the last check: {names}")
+
   def alloc(self, size:int, options:BufferSpec|None=None):
     self.dev.queue.check_usable()   # a lost device raises its own error, not tinygrad's "Allocation failed"
     if self.cache.get((size, options)): self.lru_bytes -= size   # taken from the cache

@@ -24,11 +24,13 @@ WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 QUERIES = 256               # timestamp slots per batch: a batch is flushed when they run out
 MAX_INFLIGHT = 16           # submitted batches the host may run ahead of the device by: each holds a command buffer and pools
 WAIT_SLICE_NS = 100_000_000
-NAMES_SHOWN = 8             # kernels named in a DeviceLost error
+FORKED = ("a forked child cannot use it (a Vulkan driver does not survive fork). Open Vulkan devices in the child only, e.g. with "
+          "multiprocessing's 'spawn' start method")
 
 class DeviceLost(VulkanError):
   """The device can no longer be used; every later call on it raises this again."""
 
+def last(names:list[str], n:int) -> str: return ", ".join(names[-n:]) + (f" (after {len(names) - n} more)" if len(names) > n else "") or "none"
 def byte_range(x) -> tuple[int, int, int]: return (id(x.root), x.offset, x.offset + x.size)
 
 _BARRIER = new("VkMemoryBarrier", srcAccessMask=WRITES, dstAccessMask=WRITES | vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT)
@@ -56,9 +58,7 @@ class Hazards:
     self.everything = True
   def barrier(self, cmd):
     lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
-    self.reads.clear()
-    self.writes.clear()
-    self.everything = False
+    self.reads, self.writes, self.everything = {}, {}, False
 
 def descriptor_pool(vkdev, sets:int, descriptors:int):
   """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/plan.py texel_slots)."""
@@ -165,8 +165,7 @@ class CommandQueue:
     if self.lost is not None: raise DeviceLost(self.lost)
   def lose(self, reason:str):
     names = [n for b in [*self.inflight, *(b for b in (self.doubt, self.cur) if b is not None)] for n in b.names]
-    shown = ", ".join(names[-NAMES_SHOWN:]) + (f" (after {len(names) - NAMES_SHOWN} more)" if len(names) > NAMES_SHOWN else "")
-    self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {shown or 'none'}. "
+    self.lost = (f"{self.dev.device} ({self.dev.phys.name}) is lost: {reason}. Last kernels submitted: {last(names, 8)}. "
                  f"Every later use of {self.dev.device} raises this error; restart the process")
     raise DeviceLost(self.lost)
   def new_command_buffer(self, secondary=False):
@@ -336,7 +335,6 @@ class Interrupts:
     if self.prev is None and threading.current_thread() is threading.main_thread() and callable(h := signal.getsignal(signal.SIGINT)):
       self.prev = h
       signal.signal(signal.SIGINT, self.handle)
-
   # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
   def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
   def handle(self, signum, frame):
@@ -351,9 +349,7 @@ class Interrupts:
     self.pending = None
     for q in self.queues:
       q.lock = threading.RLock()   # the parent's may have been held by a thread that does not exist here
-      if q.lost is None:
-        q.lost = (f"{q.dev.device} was opened before os.fork(): a forked child cannot use it (a Vulkan driver does not survive fork). "
-                  f"Open Vulkan devices in the child only, e.g. with multiprocessing's 'spawn' start method")
+      if q.lost is None: q.lost = f"{q.dev.device} was opened before os.fork(): {FORKED}"
 
 interrupts = Interrupts()
 os.register_at_fork(after_in_child=interrupts.forked)
