@@ -24,9 +24,10 @@ TIME_DOMAIN_DEVICE, TIME_DOMAIN_CLOCK_MONOTONIC = vk.VK_TIME_DOMAIN_DEVICE_KHR, 
 class VulkanDevice(Compiled):
   allocator: VulkanAllocator
   def __init__(self, device:str):
+    inst = instance()
     if (m := re.fullmatch(r"VULKAN(?::(\d+))?", device)) is None:
       raise RuntimeError(f"VULKAN: no device {device!r}: expected VULKAN or VULKAN:<n> with n = 0, 1, ... (python -m tinygrad_vk info lists them)")
-    self.closed, inst, idx = False, instance(), int(m.group(1) or 0)
+    self.closed, idx = False, int(m.group(1) or 0)
     if inst.pid != os.getpid(): raise RuntimeError(f"VULKAN: Vulkan was initialised before os.fork(): {FORKED}")
     max_cmds, timeout_s = env_number("VULKAN_BATCH", 64, 1), env_number("VULKAN_TIMEOUT_S", 300.0, 0.001)
     graph = VulkanGraph if env_number("VULKAN_GRAPH", 1) else None
