@@ -64,14 +64,15 @@ def add_nan_preserve(spv:bytes, widths:tuple[int, ...]) -> bytes:
   words = words[:last_cap] + decl + words[last_cap:entry_end] + modes + words[entry_end:]
   return struct.pack(f"<{len(words)}I", *words)
 
+MODE_SETTING = {OPCODES[n] for n in ("OpCapability", "OpExtension", "OpExtInstImport", "OpMemoryModel", "OpEntryPoint", "OpExecutionMode")}
 def add_notes(spv:bytes, notes:list[str]) -> bytes:
-  """The notes (KernelMeta.encode) as OpSourceExtension debug instructions after the execution modes."""
+  """The notes (KernelMeta.encode) as OpSourceExtension debug instructions after the execution modes: where the module's
+  mode-setting section ends (SPIR-V's logical layout), found without reading the rest of it (this runs for every kernel)."""
   if not notes: return spv
-  words, insts = spirv_instructions(spv)
-  at = max(pos + len(w) for pos, op, w in insts if op in (OPCODES["OpEntryPoint"], OPCODES["OpExecutionMode"]))
+  at = 5
+  while at * 4 < len(spv) and ((w := struct.unpack_from("<I", spv, at * 4)[0]) & 0xffff) in MODE_SETTING: at += w >> 16
   new = [x for sw in map(string_words, notes) for x in ((len(sw) + 1) << 16 | OPCODES["OpSourceExtension"], *sw)]
-  words = words[:at] + new + words[at:]
-  return struct.pack(f"<{len(words)}I", *words)
+  return spv[:at * 4] + struct.pack(f"<{len(new)}I", *new) + spv[at * 4:]
 
 def rebind(spv:bytes, binding:dict[int, int]) -> bytes:
   """The module with its Binding decorations renumbered: a windowed kernel's bindings to the windows they lie in (abi.py)."""
