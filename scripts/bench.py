@@ -11,11 +11,26 @@ VULKAN_FORCE_STAGING=1 (copies), VULKAN_GRAPH=0 (TinyJit without the command-buf
 the median of several timed runs after warm-up, with min and max. The floor (scripts/vkfloor.py) uses the `vulkan` package
 directly, without tinygrad. The WEBGPU column is tinygrad's own WebGPU backend on Dawn, the peer GPU-style backend, when the
 `dawn-python` wheel is installed (`pip install -e .[bench]`): Dawn picks its Vulkan adapter, lavapipe here.
+
+The torchvulkan and torch CPU columns are PyTorch on the rows it shares with tinygrad (GEMM 512 and 1024, add 16M, conv2d, the CNN
+and transformer training steps, each built the same way), run by scripts/bench_torch.py with a python of their own, each row in a
+fresh process, torch with its default threads (OMP_NUM_THREADS passes through). torchvulkan (PyTorch's "vulkan" device, Slang
+kernels) needs Vulkan 1.3, which lavapipe has. A row first runs with TORCHVULKAN_STRICT=1; one that needs an op on the CPU shows
+"CPU fallback" and its figure, the op under notes. Install them once, outside the repo:
+
+  python3.11 -m venv ~/.cache/tinygrad_vk/torch-venv
+  ~/.cache/tinygrad_vk/torch-venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # CPU build first
+  ~/.cache/tinygrad_vk/torch-venv/bin/pip install torchvulkan==0.2.1
+
+(torch pinned first, or pip fetches the CUDA build; a local torch-2.13.0+cpu wheel file installs the same). bench.py finds that
+venv by itself; --torch-python PATH or TORCH_PYTHON=PATH names another python. Without one the columns say "(not installed)".
 """
 import argparse, functools, json, os, platform, random, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N16M, MiB64 = 16 << 20, 64 << 20
+# the transformer training step's model, the same on every column: pre-LayerNorm causal decoder, tanh GELU MLP 4x wide, Adam
+TF = {"vocab": 128, "dim": 64, "heads": 4, "layers": 2, "seq": 32, "batch": 8}
 
 # (key, label, unit); the order is the table's
 ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
@@ -39,8 +54,13 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("copy_h2d_staging", "copy H->D, VULKAN_FORCE_STAGING=1", "GB/s"), ("copy_d2h_staging", "copy D->H, VULKAN_FORCE_STAGING=1", "GB/s"),
         ("copy_h2d_raw", "copy H->D, allocator._copyin", "GB/s"), ("copy_d2h_raw", "copy D->H, allocator._copyout", "GB/s"),
         ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
-        ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s")]
-COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "numpy", "floor"]
+        ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s"), ("tf_train", "transformer train step (2x64, b8)", "steps/s")]
+COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "torchvulkan", "torch CPU", "numpy", "floor"]
+# the rows scripts/bench_torch.py runs; the torch peers' python: --torch-python, else $TORCH_PYTHON, else this venv's when it exists
+TORCH_TASKS = ["gemm512", "gemm1024", "add16M", "conv2d", "cnn_train", "tf_train"]
+TORCH_VENV = os.path.expanduser("~/.cache/tinygrad_vk/torch-venv")
+TORCH_LABELS = {"gemm512": "GEMM 512", "gemm1024": "GEMM 1024", "add16M": "add 16M", "conv2d": "conv2d", "cnn_train": "CNN train steps/s",
+                "tf_train": "transformer train steps/s"}
 # floor figures shown on the row of the tinygrad figure they bound
 FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_naive_1024",
               "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
@@ -71,6 +91,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
     save()
     return
   R, WARM = (3, 1) if quick else (7, 2)
+  Tensor.manual_seed(0)   # bench_torch.py seeds torch with 0 as well
 
   def times(fn, reps=R, warm=WARM) -> list[float]:
     """Wall seconds of fn() up to device completion; the warm-up runs compile and fill the allocator's cache."""
@@ -219,10 +240,35 @@ def worker(tasks:list[str], quick:bool, out_path:str):
     dev.synchronize()
     return step, x, y
 
-  def cnn():
-    step, x, y = cnn_step()
+  def train(step, x, y):
     for _ in range(3): step(x, y)
     return rate(times(lambda: step(x, y), reps=R * 2), 1.0, "steps/s")
+
+  def tf_step():
+    # TF's transformer (scripts/bench_torch.py builds the same in torch): token + position embeddings, L pre-LayerNorm blocks, head
+    V, D, H, L, T, B = (TF[k] for k in ("vocab", "dim", "heads", "layers", "seq", "batch"))
+    class Block:
+      def __init__(self):
+        self.ln1, self.qkv, self.o = nn.LayerNorm(D), nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.ln2, self.fc, self.proj = nn.LayerNorm(D), nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+      def __call__(self, x):
+        q, k, v = (t.reshape(B, T, H, D // H).transpose(1, 2) for t in self.qkv(self.ln1(x)).chunk(3, dim=2))
+        x = x + self.o(q.scaled_dot_product_attention(k, v, is_causal=True).transpose(1, 2).reshape(B, T, D))
+        return x + self.proj(self.fc(self.ln2(x)).gelu())   # tinygrad's gelu is the tanh one
+    class Transformer:
+      def __init__(self):
+        self.tok, self.pos, self.blocks, self.ln, self.head = nn.Embedding(V, D), nn.Embedding(T, D), [Block() for _ in range(L)], \
+          nn.LayerNorm(D), nn.Linear(D, V)
+      def __call__(self, idx): return self.head(self.ln((self.tok(idx) + self.pos(Tensor.arange(T))).sequential(self.blocks)))
+    net = Transformer()
+    opt = nn.optim.Adam(nn.state.get_parameters(net), lr=1e-3)
+    @TinyJit
+    def step(x, y):
+      with Context(TRAINING=1):
+        opt.zero_grad()
+        loss = net(x).reshape(B * T, V).sparse_categorical_crossentropy(y.reshape(B * T)).backward()
+        return loss.realize(*opt.schedule_step())
+    return step, Tensor.randint(B, T, high=V).realize(), Tensor.randint(B, T, high=V).realize()
 
   def cnn_first():
     # a fresh process without tinygrad's disk cache (see main): schedule + codegen + compile + pipelines + run of a first step
@@ -244,7 +290,8 @@ def worker(tasks:list[str], quick:bool, out_path:str):
              "gemm2048": lambda: gemm(2048, reps=3, warm=1), "gemm1024_beam2": gemm_beam, "add16M": add, "sum16M": sum_, "conv2d": conv,
              "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit, "wide": wide,
              "paired": paired,
-             "compile": compile_cost, "copy": copies, "cnn_train": cnn, "cnn_first": cnn_first}
+             "compile": compile_cost, "copy": copies, "cnn_train": lambda: train(*cnn_step()), "tf_train": lambda: train(*tf_step()),
+             "cnn_first": cnn_first}
   for name in tasks:
     try:
       r = benches[name]()
@@ -255,12 +302,12 @@ def worker(tasks:list[str], quick:bool, out_path:str):
 
 # ---------------------------------------------------------------- the parent: subprocesses, numpy, table, ratios
 
-def run_sub(argv:list[str], env:dict, timeout:float) -> dict:
+def run_sub(argv:list[str], env:dict, timeout:float, python:str=sys.executable) -> dict:
   """Run a worker or the floor; whatever it saved survives a crash, the error is kept."""
   with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f: path = f.name
   res, msg = {}, None
   try:
-    p = subprocess.run([sys.executable] + argv + ["--out", path], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run([python] + argv + ["--out", path], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0: msg = f"exit {p.returncode}: " + (p.stderr.strip().splitlines() or ["?"])[-1][:160]
   except subprocess.TimeoutExpired: msg = f"timed out after {timeout:.0f}s"
   try:
@@ -299,6 +346,24 @@ def dawn_library() -> str|None:
   libs = glob.glob(os.path.join(spec.submodule_search_locations[0], "lib", f"libwebgpu_dawn*{platform.machine()}*.so"))
   return libs[0] if libs else None
 
+def torch_column(python:str, device:str, quick:bool, timeout:float) -> dict:
+  """A torch peer, each row in a fresh process of its own (torch CPU's CNN step ran 30x slower after the conv2d row in the same
+  process). On torchvulkan a row runs under TORCHVULKAN_STRICT=1 first (an op without a Vulkan kernel raises instead of running on
+  the CPU); one that fails there and runs without it keeps its figure, marked as a CPU fallback with the op strict mode named."""
+  res: dict = {}
+  for t in TORCH_TASKS:
+    argv = [os.path.join(HERE, "bench_torch.py"), "--device", device, "--tasks", t] + (["--quick"] if quick else [])
+    r = run_sub(argv, {"TORCHVULKAN_STRICT": "1"} if device == "vulkan" else {}, timeout, python)
+    if device == "vulkan" and "med" not in r.get(t, {}) and "info" in r:
+      r2 = run_sub(argv, {"TORCHVULKAN_STRICT": "0"}, timeout, python)
+      if "med" in r2.get(t, {}): r2[t]["fallback"] = r.get(t, {}).get("error") or r.get("error", "?")
+      r = r2
+    if "info" not in r:   # torch or torchvulkan did not start: no row will
+      return {**res, "error": r.get("error", "no result")}
+    res["info"] = r["info"]
+    res[t] = r.get(t, {"error": r.get("error", "missing")})
+  return res
+
 def machine() -> dict:
   cpu = platform.processor()
   try: cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
@@ -312,13 +377,16 @@ def fmt(r:dict|None) -> str:
   if r is None: return "-"
   if "med" not in r: return "n/a"
   def g(v): return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
-  return f"{g(r['med'])} [{g(r['min'])}-{g(r['max'])}]"
+  return f"CPU fallback {g(r['med'])}" if "fallback" in r else f"{g(r['med'])} [{g(r['min'])}-{g(r['max'])}]"
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--quick", action="store_true", help="smaller set, fewer repeats: under two minutes on 2 cores")
+  ap.add_argument("--quick", action="store_true", help="smaller set, fewer repeats: a few minutes on 2 cores")
   ap.add_argument("--beam", action="store_true", help="also GEMM 1024 with BEAM=2 on VULKAN (slow)")
   ap.add_argument("--json", default="bench.json")
+  ap.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON", os.path.join(TORCH_VENV, "bin", "python")),
+                  help="python of a venv with torch and torchvulkan, for the torchvulkan and torch CPU columns (env TORCH_PYTHON; "
+                       "default ~/.cache/tinygrad_vk/torch-venv)")
   ap.add_argument("--worker", help=argparse.SUPPRESS)
   ap.add_argument("--out", help=argparse.SUPPRESS)
   args = ap.parse_args()
@@ -326,17 +394,19 @@ def main():
 
   t_start, q = time.perf_counter(), ["--quick"] if args.quick else []
   tasks = ["gemm512", "gemm1024"] + ([] if args.quick else ["gemm2048"]) + \
-          ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "wide", "compile", "copy", "cnn_train"]
-  me, limit = os.path.abspath(__file__), 100 if args.quick else 1200
+          ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "wide", "compile", "copy", "cnn_train",
+           "tf_train"]
+  me, limit = os.path.abspath(__file__), 300 if args.quick else 1200
   info = machine()
   groups = {"compile": [f"compile_{k}" for k in ("schedule", "codegen", "compiler", "pipeline")],
             "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"], "paired": ["paired_gemm1024", "paired_add16M", "paired_conv2d"]}
   keys = [k for t in tasks for k in groups.get(t, [t])]
   cpu_tasks = [t for t in tasks if t != "paired"]   # the renderer pairing is VULKAN's own
   expected = {"VULKAN": keys, "CPU": [k for t in cpu_tasks for k in groups.get(t, [t])]}
+  absent: dict[str, list[str]] = {}   # the rows of an optional column whose peer is not installed
   results = {"VULKAN": run_sub([me, "--worker", ",".join(tasks)] + q, {"DEV": "VULKAN:SPIRV"}, limit)}
   # the GLSL renderer: cold rows and kernel throughput
-  glsl_tasks = ["gemm512", "gemm1024", "add16M", "conv2d", "compile", "cnn_train"]
+  glsl_tasks = ["gemm512", "gemm1024", "add16M", "conv2d", "compile", "cnn_train", "tf_train"]
   results["VULKAN:GLSL"] = run_sub([me, "--worker", ",".join(glsl_tasks)] + q, {"DEV": "VULKAN:GLSL"}, limit)
   expected["VULKAN:GLSL"] = [k for t in glsl_tasks for k in groups.get(t, [t])]
   # a first CNN step in a fresh process, without the disk cache: with compile workers (tinygrad's default), then in-process
@@ -365,7 +435,12 @@ def main():
   if (dawn := dawn_library()) is not None:
     results["WEBGPU"] = run_sub([me, "--worker", ",".join(webgpu_tasks)] + q, {"DEV": "WEBGPU", "WEBGPU_PATH": dawn}, limit)
     expected["WEBGPU"] = webgpu_tasks
-  else: results["WEBGPU"] = {}
+  else: results["WEBGPU"], absent["WEBGPU"] = {}, webgpu_tasks
+  torch_py = args.torch_python if os.path.isfile(args.torch_python) else None
+  for col, device in (("torchvulkan", "vulkan"), ("torch CPU", "cpu")):
+    results[col] = torch_column(torch_py, device, args.quick, 300 if args.quick else 1200) if torch_py else {}
+    if torch_py: expected[col] = TORCH_TASKS
+    else: absent[col] = TORCH_TASKS
   try: results["numpy"] = numpy_bench(args.quick)
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
@@ -377,21 +452,28 @@ def main():
   print(f"machine: {info['cpu']}, {info['cores']} cores | python {info['python']}, tinygrad {info['tinygrad']}, numpy {info['numpy']} "
         f"| LP_NUM_THREADS={info['LP_NUM_THREADS']}")
   print(f"vulkan:  {vk.get('name', 'n/a')} | driver {vk.get('driver', 'n/a')} | floor on: {floor.get('device', 'n/a')}")
+  tv, tc = results["torchvulkan"].get("info", {}), results["torch CPU"].get("info", {})
+  info["torch"] = (f"torch {tc.get('torch', tv.get('torch', '?'))} ({tc.get('threads', '?')} threads), torchvulkan {tv.get('torchvulkan', 'n/a')} "
+                   f"on {tv.get('name', 'n/a')} (Vulkan {tv.get('api', '?')}), {args.torch_python}") if torch_py else \
+                  f"(not installed: no {args.torch_python}; see the docstring)"
+  print(f"peers:   WEBGPU: dawn-python {info['dawn-python']} | torchvulkan, torch CPU: {info['torch']}")
   print(f"mode: {'--quick' if args.quick else 'full'}; cells: median [min-max]; floor column = raw Vulkan via cffi on the same driver\n")
   widths = [34, 8] + [20] * len(COLS)
   def line(cells): return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
   print(line(["benchmark", "unit"] + COLS))
   print("-" * (sum(widths) + 2 * (len(widths) - 1)))
   errors = [f"[{c}] process: {results[c]['error']}" for c in COLS if isinstance(results[c].get("error"), str)]
+  fallbacks: list[str] = []
   for key, label, unit in ROWS:
     cells = []
     for col in COLS:
       r = results[col].get(key)
       if r is None and key in expected.get(col, ()) and "error" in results[col]: r = {"error": "process failed, see above"}
       elif r is not None and "error" in r: errors.append(f"[{col}] {key}: {r['error']}")
-      cells.append(fmt(r))
+      elif r is not None and "fallback" in r: fallbacks.append(f"[{col}] {key}: CPU fallback: {r['fallback']}")
+      cells.append("(not installed)" if r is None and key in absent.get(col, ()) else fmt(r))
     if any(c != "-" for c in cells): print(line([label, unit] + cells))
-  notes = []
+  notes = fallbacks
   if "record_us" in (fl := floor.get("batched_dispatch", {})):
     notes.append(f"floor batched dispatch {fl['gpu_us']:.3g} us/dispatch by timestamps; "
                  f"recording it through cffi costs {fl['record_us']:.3g} us (host)")
@@ -400,7 +482,7 @@ def main():
   if notes: print("\nnotes:\n  " + "\n  ".join(notes))
 
   def ratio(a, b): return round(a["med"] / b["med"], 3) if a and b and "med" in a and "med" in b and b["med"] else None
-  V, G, C, W, N, F = (results[c] for c in COLS)
+  V, G, C, W, TV, TC, N, F = (results[c] for c in COLS)
   ratios = {
     "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
     "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
@@ -423,6 +505,9 @@ def main():
     "GEMM 1024 by device address / by descriptor": ratio(V.get("gemm1024_bda"), V.get("gemm1024")),
     "add 16M by device address / by descriptor": ratio(V.get("add16M_bda"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
+    "transformer train steps/s VULKAN / CPU": ratio(V.get("tf_train"), C.get("tf_train")),
+    **{f"{lbl} VULKAN / torchvulkan": ratio(V.get(k), TV.get(k)) for k, lbl in TORCH_LABELS.items()},
+    **{f"{lbl} VULKAN / torch CPU": ratio(V.get(k), TC.get(k)) for k, lbl in TORCH_LABELS.items()},
     "cold compiler GLSL / SPIR-V (per kernel)": ratio(G.get("compile_compiler"), V.get("compile_compiler")),
     "cold CNN step 1st call VULKAN / CPU": ratio(V.get("cnn_first"), C.get("cnn_first")),
     "cold CNN step 1st call VULKAN / CPU, PARALLEL=0": ratio(V.get("cnn_first_serial"), C.get("cnn_first_serial")),
