@@ -7,16 +7,15 @@ seconds per step, kernel time per step and the kernels that take it.
 The models come from an upstream tinygrad tree (`--tg-src`, never copied here): ViT (extra/models/vit.py, 2 layers, 192 wide,
 3 heads, 197 tokens, batch 2, Adam) and BERT as examples/mlperf trains it (BERT_SIZE=tiny: 128 hidden, 2 layers, vocab 30522;
 LAMB with and without weight decay, gradients clipped at global norm 1; batch 2 x 128 tokens, 20 masked). Parameters start
-from the same numpy draw on every device. Each (model, device) runs in a fresh process without tinygrad's disk cache and with
-PARALLEL=0, so every kernel compiles in that process and is timed: codegen (tinygrad's rewrites, linearizer and renderer),
-compiler (renderer output -> binary: the SPIR-V assembler, glslang or clang) and program creation (pipelines). Steps run under
-TinyJit (it captures on the second call); `run` is the rest of the step's wall time; `steady` is the median wall time of the steps
-after the third. `kernel s` is the device time of one more step run without the JIT, each kernel waited for (as DEBUG=2 times
-them): the top kernels of each device are listed by their share of it.
+from the same numpy draw on every device. Each (model, device) runs in a fresh process without tinygrad's disk cache or Mesa's, with
+PARALLEL=0, so every kernel compiles in that process and is timed, split as COLUMNS below says. Steps run under TinyJit (it
+captures on the second call); `steady` is the median wall time of the steps after the third. `kernel s` is the device time of
+one more step run without the JIT, each kernel waited for (as DEBUG=2 times them): the top kernels of each device are listed by
+their share of it.
 """
 import argparse, json, os, statistics, subprocess, sys, time
 
-def worker(model:str, steps:int, tg_src:str):
+def worker(model:str, steps:int, tg_src:str, split_driver:bool):
   sys.path.insert(0, tg_src)
   import contextlib, io, re
   import numpy as np
@@ -24,17 +23,42 @@ def worker(model:str, steps:int, tg_src:str):
   from tinygrad.helpers import Context
   import tinygrad.codegen as cg
   dev = Device[Device.DEFAULT]
-  acc = {"codegen": 0.0, "compiler": 0.0, "program": 0.0}
+  acc: dict[str, float] = {}
+  stack: list[float] = []   # per open timer: seconds its nested timers took, so that every key counts its own time only
   def timed(key, fn):
     def wrap(*a, **kw):
+      stack.append(0.0)
       st = time.perf_counter()
       try: return fn(*a, **kw)
-      finally: acc[key] += time.perf_counter() - st
+      finally:
+        dt, inner, k = time.perf_counter() - st, stack.pop(), key() if callable(key) else key
+        acc[k] = acc.get(k, 0.0) + dt - inner
+        if stack: stack[-1] += dt
     return wrap
   cg.do_to_program = timed("codegen", cg.do_to_program)
+  ren = type(dev.renderer)
+  ren.render = timed("render", ren.render)
   comp = type(dev.compiler)
   comp.compile = timed("compiler", comp.compile)
-  dev.runtime = timed("program", dev.runtime)
+  prg = dev.runtime_t
+  dev.runtime_t = timed("program", prg)
+  prg.__call__ = timed("launch", prg.__call__)
+  if dev.device.startswith("VULKAN"):
+    import tinygrad_vk.renderer.passes as passes
+    from tinygrad_vk.queue import CommandQueue
+    passes.SINK_PASSES = tuple((flag, timed(f"pass {f.__name__}", f)) for flag, f in passes.SINK_PASSES)
+    driver = [False]
+    CommandQueue._wait_fence = timed(lambda: "driver" if driver[0] else "wait", CommandQueue._wait_fence)
+    if split_driver:   # lavapipe compiles a pipeline at its first dispatch, on its queue thread: wait for the warm-up dispatch alone
+      warm = prg._warm
+      def warm_alone(self, pipeline):
+        if not (q := self.dev.queue).held: q.synchronize()
+        warm(self, pipeline)
+        if not q.held:
+          driver[0] = True
+          try: q.synchronize()
+          finally: driver[0] = False
+      prg._warm = warm_alone
   rng = np.random.default_rng(0)
   if model == "vit":
     from extra.models.vit import ViT
@@ -75,12 +99,11 @@ def worker(model:str, steps:int, tg_src:str):
   dev.synchronize()
   out = []
   for _ in range(steps):
-    for k in acc: acc[k] = 0.0
+    acc.clear()
     st = time.perf_counter()
     loss = step().item()
     wall = time.perf_counter() - st
-    # codegen includes the compiler: do_to_program calls it
-    out.append({"wall": wall, **acc, "run": wall - acc["codegen"] - acc["program"], "loss": loss})
+    out.append({"wall": wall, **acc, "rest": wall - sum(acc.values()), "loss": loss})
   # one more step without the JIT, every kernel waited for and timed (the DEBUG=2 lines: "*** DEV n name ... tm 1.23ms/...")
   with contextlib.redirect_stdout(io.StringIO()) as f, Context(DEBUG=2): step_fn().item()
   kernels: dict[str, list] = {}   # name -> [seconds, calls]
@@ -91,6 +114,13 @@ def worker(model:str, steps:int, tg_src:str):
       k[0], k[1] = k[0] + float(m[2]) * unit[m[3]], k[1] + 1
   print("RESULT " + json.dumps({"steps": out, "kernels": kernels}))
 
+# the first step's seconds, each counted once (a timer nested in another is taken out of it): tinygrad's codegen (its rewrites and
+# linearizer, without what follows), our UOp passes (VULKAN), the renderer (source text), the compiler (SPIR-V assembler, glslang
+# or clang), program creation (shader module and pipelines, or loading the ELF), the driver's compile at a pipeline's first
+# dispatch (lavapipe, on its queue thread: timed by waiting for each new pipeline's warm-up dispatch alone, unless --overlap),
+# host-side launch work, waiting for the device, and the rest (scheduling, copies, Python)
+COLUMNS = ("codegen", "passes", "render", "compiler", "program", "driver", "launch", "wait", "rest")
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--tg-src", required=True, help="upstream tinygrad tree with extra/models and examples/mlperf")
@@ -99,17 +129,20 @@ def main():
   ap.add_argument("--steps", type=int, default=5)
   ap.add_argument("--top", type=int, default=5, help="kernels listed per (model, device)")
   ap.add_argument("--json")
+  ap.add_argument("--overlap", action="store_true", help="leave the driver's first-dispatch compile overlapped with the host (no driver column)")
   ap.add_argument("--worker", help=argparse.SUPPRESS)
   args = ap.parse_args()
-  if args.worker: return worker(args.worker, args.steps, os.path.abspath(args.tg_src))
+  if args.worker: return worker(args.worker, args.steps, os.path.abspath(args.tg_src), not args.overlap)
   res = {}
-  print(f"{'model':<6} {'device':<12} {'1st step s':>10} {'codegen':>8} {'compiler':>8} {'program':>8} {'run':>8} | {'steady s':>9} "
-        f"{'kernel s':>9}  {'total s':>8}")
+  print(f"{'model':<6} {'device':<12} {'1st step s':>10} " + " ".join(f"{c:>8}" for c in COLUMNS) +
+        f" | {'steady s':>9} {'kernel s':>9}  {'total s':>8}")
   for model in args.models.split(","):
     for dev in args.devs.split(","):
       st = time.perf_counter()
-      p = subprocess.run([sys.executable, __file__, "--worker", model, "--steps", str(args.steps), "--tg-src", args.tg_src], capture_output=True,
-                         text=True, env={**os.environ, "DEV": dev, "CACHELEVEL": "0", "PARALLEL": "0", "VULKAN_VALIDATE_SPIRV": "0"})
+      p = subprocess.run([sys.executable, __file__, "--worker", model, "--steps", str(args.steps), "--tg-src", args.tg_src] +
+                         ["--overlap"] * args.overlap, capture_output=True, text=True,
+                         env={**os.environ, "DEV": dev, "CACHELEVEL": "0", "MESA_SHADER_CACHE_DISABLE": "true", "PARALLEL": "0",
+                              "VULKAN_VALIDATE_SPIRV": "0"})
       total = time.perf_counter() - st
       line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
       if line is None:
@@ -119,8 +152,11 @@ def main():
       steps = r["steps"]
       f, steady, ktime = steps[0], statistics.median(s["wall"] for s in steps[3:] or steps[-1:]), sum(t for t, _ in r["kernels"].values())
       res[f"{model}/{dev}"] = {"steps": steps, "steady_s": steady, "kernel_s": ktime, "kernels": r["kernels"], "process_s": total}
-      print(f"{model:<6} {dev:<12} {f['wall']:>10.2f} {f['codegen'] - f['compiler']:>8.2f} {f['compiler']:>8.2f} {f['program']:>8.2f} "
-            f"{f['run']:>8.2f} | {steady:>9.3f} {ktime:>9.3f}  {total:>8.1f}")
+      f["passes"] = sum(v for k, v in f.items() if k.startswith("pass "))
+      print(f"{model:<6} {dev:<12} {f['wall']:>10.2f} " + " ".join(f"{f[c]:>8.2f}" if c in f else f"{'-':>8}" for c in COLUMNS) +
+            f" | {steady:>9.3f} {ktime:>9.3f}  {total:>8.1f}")
+      if (ps := {k[5:]: v for k, v in f.items() if k.startswith("pass ")}):
+        print(" " * 20 + "passes: " + ", ".join(f"{k} {v:.2f}" for k, v in ps.items()))
   for key, r in res.items():
     print(f"\n{key}: top kernels of {r['kernel_s'] * 1e3:.1f} ms")
     for name, (t, n) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][0])[:args.top]:

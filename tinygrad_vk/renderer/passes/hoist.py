@@ -14,7 +14,8 @@ from tinygrad.uop.ops import Ops, UOp, AxisType
 from tinygrad.dtype import dtypes, AddrSpace
 from tinygrad.helpers import DEBUG, prod, ceildiv
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.passes.loops import find_loops, spreadable, passes, spread_loops, iconst, special, trip_count, dims, next_axis, unflatten
+from tinygrad_vk.renderer.passes.loops import find_loops, loop_ends, spreadable, passes, spread_loops, iconst, special, trip_count, dims, \
+  next_axis, unflatten
 
 # workgroups a fold keeps at least where the device does not say how many run at once (caps.threads: llvmpipe runs a workgroup per
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part
@@ -79,7 +80,10 @@ def reset_accumulators(sink:UOp, r:UOp) -> UOp:
   return sink.substitute(inits, walk=True)
 
 def hoist(sink:UOp, caps:Caps) -> UOp|None:
-  if any(u.op is Ops.RANGE and u.arg[-1] is AxisType.LOOP for u in sink.toposort()): return None   # folded already
+  topo = sink.toposort()
+  if any(u.op is Ops.RANGE and u.arg[-1] is AxisType.LOOP for u in topo): return None   # folded already
+  # both need a loop that reads no workgroup index: most kernels have none, and finding the loops' nesting costs a linearize
+  if all(_reads_group(e) for e in loop_ends(topo)): return None
   spread = spread_invariant(sink, caps)
   folded = fold_groups(spread if spread is not None else sink, caps.threads or GPU_MIN_GROUPS)
   return folded if folded is not None else spread

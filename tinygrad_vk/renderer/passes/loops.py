@@ -81,9 +81,13 @@ def check_loop_budget(uops:list[UOp], budget:int, name:str) -> None:
 def find_loops(sink:UOp) -> list[Loop]:
   """The kernel's counted loops, each with the loops tinygrad's linearizer will nest it in. Not the ranges its END depends on: a
   loop reading what an earlier one left in shared memory (PCONTIG's WEAK ranges) runs after that loop, not inside it."""
+  return list(_find_loops(sink))
+# hoist and fit_budget ask for the loops of the same kernel in turn, and linearizing it is most of what the passes cost
+@functools.lru_cache(maxsize=8)
+def _find_loops(sink:UOp) -> tuple[Loop, ...]:
   rngs = {u.arg: u for u in sink.toposort() if _counted(u)}
   ends = {r: u for u in sink.toposort() if u.op is Ops.END for r in u.src[1:] if _counted(r)}
-  if not ends: return []   # linearizing costs seconds on big loop-free kernels (float64 sin in int pairs)
+  if not ends: return ()   # linearizing costs seconds on big loop-free kernels (float64 sin in int pairs)
   outer: dict[UOp, tuple[UOp, ...]] = {}
   stack: list[UOp] = []
   for u in linearize(graph_rewrite(sink, pm_add_control_flow, ctx=CFGContext(sink), bottom_up=True)):
@@ -91,7 +95,14 @@ def find_loops(sink:UOp) -> list[Loop]:
       outer[r] = tuple(stack)
       stack.append(r)
     elif u.op is Ops.END and _counted(u.src[1]) and stack and stack[-1] is rngs[u.src[1].arg]: stack.pop()
-  return [Loop(r, e, outer[r]) for r, e in ends.items()]
+  return tuple(Loop(r, e, outer[r]) for r, e in ends.items())
+
+def loop_ends(topo) -> list[UOp]: return [u for u in topo if u.op is Ops.END and any(_counted(r) for r in u.src[1:])]
+def passes_bound(topo) -> int:
+  """An upper bound of passes(find_loops(sink)) without linearizing: each loop as if nested in all the others."""
+  trips = [trip_count(r) for r in {r: None for u in loop_ends(topo) for r in u.src[1:] if _counted(r)}]
+  every = prod(max(t, 1) for t in trips)
+  return sum((t + 1) * every // max(t, 1) for t in trips)
 
 @dataclass(frozen=True)
 class Shape:
@@ -248,7 +259,7 @@ def plan(k:Kernel, caps:Caps) -> Shape|None:
 
 def fit_budget(sink:UOp, caps:Caps) -> UOp|None:
   """The kernel reshaped so it stays under the loop budget; None when it already fits."""
-  if not caps.maxloop or (need := passes(loops := find_loops(sink))) <= caps.maxloop: return None
+  if not caps.maxloop or passes_bound(sink.toposort()) <= caps.maxloop or (need := passes(loops := find_loops(sink))) <= caps.maxloop: return None
   k, enabled = Kernel.of(sink, loops), "spread" in caps
   name = sink.arg.name if sink.arg is not None else "kernel"
   if (s := plan(k, caps) if enabled else None) is None:
