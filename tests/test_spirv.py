@@ -1,6 +1,6 @@
 """The direct SPIR-V renderer (renderer/spirv.py) against the GLSL renderer, its reference: the same kernels through both give the
 same bits, every element also checked against numpy; its assembler against spirv-as; no compiler binary needed at run time."""
-import os, shutil, subprocess, tempfile
+import os, shutil, struct, subprocess, tempfile
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, Variable, dtypes
@@ -9,7 +9,7 @@ from tinygrad.dtype import _to_np_dtype
 from tinygrad_vk.compiler import assemble
 from tinygrad_vk.caps import Caps, spirv_target
 from tinygrad_vk.renderer.abi import kernel_abi
-from tinygrad_vk.spv import KernelMeta, add_notes
+from tinygrad_vk.spv import OPCODES, KernelMeta, add_notes
 from util import data, kernel_sources, run_python, shows, missing, in_words
 
 NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes() - {dtypes.bfloat16}, key=lambda d: d.name)
@@ -263,3 +263,9 @@ def test_kernel_abi_travels_in_the_module(caps, bufs, var_dtypes, wide, windows)
   # the runtime reads the ABI the renderer decided from the module (spv.KernelMeta), never deciding it again
   abi = kernel_abi(caps, bufs, var_dtypes, wide, windows)
   assert KernelMeta.decode(add_notes(assemble(EMPTY_KERNEL), KernelMeta(abi=abi).encode())).abi == abi
+
+def test_notes_refuse_a_zero_word_count():
+  # add_notes walks the mode-setting section by word counts: an instruction of 0 words must not stall it
+  spv = bytearray(assemble(EMPTY_KERNEL))
+  spv[20:24] = struct.pack("<I", OPCODES["OpCapability"])   # the first instruction, its word count 0
+  with pytest.raises(ValueError, match="word count 0"): add_notes(bytes(spv), ["tinygrad_vk.x"])

@@ -70,7 +70,9 @@ def add_notes(spv:bytes, notes:list[str]) -> bytes:
   mode-setting section ends (SPIR-V's logical layout), found without reading the rest of it (this runs for every kernel)."""
   if not notes: return spv
   at = 5
-  while at * 4 < len(spv) and ((w := struct.unpack_from("<I", spv, at * 4)[0]) & 0xffff) in MODE_SETTING: at += w >> 16
+  while at * 4 < len(spv) and ((w := struct.unpack_from("<I", spv, at * 4)[0]) & 0xffff) in MODE_SETTING:
+    if not w >> 16: raise ValueError(f"SPIR-V instruction at word {at} has word count 0")   # would not advance
+    at += w >> 16
   new = [x for sw in map(string_words, notes) for x in ((len(sw) + 1) << 16 | OPCODES["OpSourceExtension"], *sw)]
   return spv[:at * 4] + struct.pack(f"<{len(new)}I", *new) + spv[at * 4:]
 
