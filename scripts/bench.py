@@ -68,6 +68,20 @@ FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dis
 def stat(vals:list[float], unit:str, **extra) -> dict:
   return {"med": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals), "unit": unit, **extra}
 
+def wall_times(fn, sync, reps:int, warm:int) -> list[float]:
+  """Wall seconds of fn() up to device completion (sync); the warm-up runs compile and fill the allocator's cache."""
+  for _ in range(warm):
+    fn()
+    sync()
+  out = []
+  for _ in range(reps):
+    st = time.perf_counter()
+    fn()
+    sync()
+    out.append(time.perf_counter() - st)
+  return out
+def rate(ts, amount, unit): return stat([amount / t for t in ts], unit)
+
 def err(e:BaseException) -> dict:
   lines = [l for l in str(e).strip().splitlines() if l.strip()]
   return {"error": f"{type(e).__name__}: {lines[0][:160] if lines else ''}"}
@@ -93,19 +107,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
   R, WARM = (3, 1) if quick else (7, 2)
   Tensor.manual_seed(0)   # bench_torch.py seeds torch with 0 as well
 
-  def times(fn, reps=R, warm=WARM) -> list[float]:
-    """Wall seconds of fn() up to device completion; the warm-up runs compile and fill the allocator's cache."""
-    for _ in range(warm):
-      fn()
-      dev.synchronize()
-    out = []
-    for _ in range(reps):
-      st = time.perf_counter()
-      fn()
-      dev.synchronize()
-      out.append(time.perf_counter() - st)
-    return out
-  def rate(ts, amount, unit): return stat([amount / t for t in ts], unit)
+  def times(fn, reps=R, warm=WARM) -> list[float]: return wall_times(fn, dev.synchronize, reps, warm)
 
   def gemm(n, reps=R, warm=WARM):
     a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()

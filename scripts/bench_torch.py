@@ -5,9 +5,9 @@ benchmark in bench.py's format. bench.py runs it with the python of a venv that 
 
   TORCH_PYTHON scripts/bench_torch.py --device vulkan|cpu --tasks gemm512,gemm1024,add16M,conv2d,cnn_train,tf_train [--quick] --out F
 """
-import argparse, json, os, sys, time, warnings
+import argparse, json, os, sys, warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import N16M, TF, stat, err   # bench.py imports only the standard library at its top
+from bench import N16M, TF, wall_times, rate, err   # bench.py imports only the standard library at its top
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -37,18 +37,7 @@ def main():
   dev, (R, WARM) = torch.device(args.device), ((3, 1) if args.quick else (7, 2))
   torch.manual_seed(0)
 
-  def times(fn, reps=R, warm=WARM) -> list[float]:
-    for _ in range(warm):
-      fn()
-      sync()
-    out = []
-    for _ in range(reps):
-      st = time.perf_counter()
-      fn()
-      sync()
-      out.append(time.perf_counter() - st)
-    return out
-  def rate(ts, amount, unit): return stat([amount / t for t in ts], unit)
+  def times(fn, reps=R, warm=WARM) -> list[float]: return wall_times(fn, sync, reps, warm)
   def rand(*shape): return torch.rand(*shape, device=dev)
 
   def gemm(n, reps=R):
