@@ -62,8 +62,8 @@ TORCH_VENV = os.path.expanduser("~/.cache/tinygrad_vk/torch-venv")
 TORCH_LABELS = {"gemm512": "GEMM 512", "gemm1024": "GEMM 1024", "add16M": "add 16M", "conv2d": "conv2d", "cnn_train": "CNN train steps/s",
                 "tf_train": "transformer train steps/s"}
 # floor figures shown on the row of the tinygrad figure they bound
-FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_naive_1024",
-              "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
+FLOOR_ROWS = {"launch_jit": "batched_dispatch", "launch_eager_sync": "submit_dispatch", "add16M": "add_vec4", "gemm1024": "gemm_tiled_1024",
+              "conv2d": "conv_tiled", "compile_compiler": "cold_glslang", "compile_pipeline": "cold_pipeline"}
 
 def stat(vals:list[float], unit:str, **extra) -> dict:
   return {"med": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals), "unit": unit, **extra}
@@ -493,7 +493,8 @@ def main():
     "eager launch VULKAN / CPU": ratio(V.get("launch_eager"), C.get("launch_eager")),
     "eager launch VULKAN / CPU, LP_NUM_THREADS=0": ratio(V.get("launch_eager_inline"), C.get("launch_eager")),
     "add 16M VULKAN / vec4 add floor": ratio(V.get("add16M"), F.get("add16M")),
-    "GEMM 1024 VULKAN / naive GEMM floor": ratio(V.get("gemm1024"), F.get("gemm1024")),
+    "GEMM 1024 VULKAN / hand-tiled GEMM floor": ratio(V.get("gemm1024"), F.get("gemm1024")),
+    "conv2d VULKAN / hand-tiled conv floor": ratio(V.get("conv2d"), F.get("conv2d")),
     "copy H->D VULKAN / memcpy": ratio(V.get("copy_h2d"), N.get("memcpy")),
     "copy D->H VULKAN / memcpy": ratio(V.get("copy_d2h"), N.get("memcpy")),
     "copy H->D VULKAN staging / memcpy": ratio(V.get("copy_h2d_staging"), N.get("memcpy")),

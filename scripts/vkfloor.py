@@ -3,7 +3,7 @@
 Run alone it prints one JSON object; scripts/bench.py runs it in a subprocess. Buffers are host-visible (the floor need not
 stage) and every figure is wall clock around submit + fence wait, with the GPU-side time from timestamp queries beside it.
 """
-import json, random, statistics, subprocess, sys, tempfile, time
+import array, json, random, statistics, subprocess, sys, tempfile, time
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr   # cffi helpers only: tinygrad_vk.vk imports no tinygrad
 
 TRIVIAL = "layout(local_size_x=1) in; layout(std430, binding=0) buffer A { float a[]; }; void main() { a[0] += 1.0; }"
@@ -23,6 +23,54 @@ layout(std430, binding=2) readonly buffer B { float b[]; };
 void main() { uint col = gl_GlobalInvocationID.x, row = gl_GlobalInvocationID.y; float acc = 0.0;
   for (uint k = 0; k < n; k++) acc += a[row*n + k] * b[k*n + col];
   c[row*n + col] = acc; }"""
+
+# The best GEMM and conv found for llvmpipe (lavapipe), the floor tinygrad's kernels are held to. Measured on Mesa 22.3 (2 cores):
+#  * operands through storage texel buffers: gallivm loads a storage buffer lane by lane behind a branch, a texel buffer with one
+#    gather (lp_bld_nir_soa.c emit_load_mem, scripts/load_cost.py); an RGBA32F texel brings 4 floats per lane for about the cost
+#    of one R32 gather (1.15-1.35x over four R32 reads in this GEMM);
+#  * 8 rows x 8 columns per invocation (64 accumulators) beat 4x8 by 1.3x; 8x16 and 16x8 gained nothing more;
+#  * lanes along the output's columns, so B's reads across a SIMD vector are neighbours and A's are one address;
+#  * subgroupBroadcast to share A's reads across lanes (each lane reads a different k, then broadcast) ran 2-3x slower.
+# The conv only matches tinygrad's own kernel: its weights, the same for every lane, still cost a gather each.
+F4, F1 = vk.VK_FORMAT_R32G32B32A32_SFLOAT, vk.VK_FORMAT_R32_SFLOAT
+def gemm_tiled(R:int=8, CV:int=2, LY:int=8) -> str:
+  """C = A @ B (n x n, n a multiple of 8*4*CV and LY*R), R rows x 4*CV columns per invocation, A and B as RGBA32F texel buffers."""
+  acc = [(r, c) for r in range(R) for c in range(CV)]
+  body = [f"vec4 a{r} = imageLoad(A, (row+{r})*n4 + k/4);" for r in range(R)]
+  for kk in range(4):
+    body += [f"vec4 b{kk}_{c} = imageLoad(B, (k+{kk})*n4 + col4+{c});" for c in range(CV)]
+    body += [f"acc{r}_{c} += a{r}[{kk}] * b{kk}_{c};" for r, c in acc]
+  return f"""layout(local_size_x=8, local_size_y={LY}) in; layout(push_constant) uniform P {{ uint n; }};
+layout(std430, binding=0) buffer C {{ vec4 c[]; }};
+layout(binding=1, rgba32f) uniform readonly imageBuffer A; layout(binding=2, rgba32f) uniform readonly imageBuffer B;
+void main() {{ int n4 = int(n)/4, col4 = int(gl_GlobalInvocationID.x)*{CV}, row = int(gl_GlobalInvocationID.y)*{R};
+  {" ".join(f"vec4 acc{r}_{c} = vec4(0.0);" for r, c in acc)}
+  for (int k = 0; k < int(n); k += 4) {{ {" ".join(body)} }}
+  {" ".join(f"c[(row+{r})*n4 + col4+{c}] = acc{r}_{c};" for r, c in acc)} }}"""
+
+def conv_tiled(CI:int, H:int, W:int, CO:int, LY:int=4) -> str:
+  """out = conv2d(inp, w, padding=1), 3x3, NCHW, W a multiple of 64: 8 output channels x 8 columns per invocation, lanes along x.
+  The input through an RGBA32F view (two vec4 per row) and an R32F one (the two neighbours), the weights through R32F."""
+  acc = [(o, h) for o in range(8) for h in range(2)]
+  body = []
+  for ky in range(3):
+    body += [f"int y{ky} = y+{ky - 1}; float m{ky} = float(y{ky} >= 0 && y{ky} < {H}); int b{ky} = (plane + clamp(y{ky}, 0, {H-1}))*{W} + x0;",
+             f"vec4 p{ky} = imageLoad(I4, b{ky}/4)*m{ky}, q{ky} = imageLoad(I4, b{ky}/4+1)*m{ky};",
+             f"float l{ky} = x0 > 0 ? imageLoad(I1, b{ky}-1).x*m{ky} : 0.0, r{ky} = x0+8 < {W} ? imageLoad(I1, b{ky}+8).x*m{ky} : 0.0;",
+             f"float v{ky}[10] = float[10](l{ky}, p{ky}.x, p{ky}.y, p{ky}.z, p{ky}.w, q{ky}.x, q{ky}.y, q{ky}.z, q{ky}.w, r{ky});"]
+    for o in range(8):
+      for kx in range(3):
+        body.append(f"float w{ky}_{o}_{kx} = imageLoad(Wt, ((co0+{o})*{CI}+ci)*9 + {3*ky+kx}).x;")
+        body += [f"acc{o}_{h} += w{ky}_{o}_{kx} * vec4(v{ky}[{kx+4*h}], v{ky}[{kx+4*h+1}], v{ky}[{kx+4*h+2}], v{ky}[{kx+4*h+3}]);"
+             for h in range(2)]
+  return f"""layout(local_size_x={W // 8}, local_size_y={LY}) in;
+layout(std430, binding=0) buffer O {{ vec4 o[]; }}; layout(binding=1, rgba32f) uniform readonly imageBuffer I4;
+layout(binding=2, r32f) uniform readonly imageBuffer I1; layout(binding=3, r32f) uniform readonly imageBuffer Wt;
+void main() {{ int x0 = int(gl_LocalInvocationID.x)*8, y = int(gl_GlobalInvocationID.y), co0 = int(gl_WorkGroupID.z % {CO // 8})*8;
+  int n = int(gl_WorkGroupID.z) / {CO // 8};
+  {" ".join(f"vec4 acc{o}_{h} = vec4(0.0);" for o, h in acc)}
+  for (int ci = 0; ci < {CI}; ci++) {{ int plane = (n*{CI} + ci)*{H}; {" ".join(body)} }}
+  {" ".join(f"o[(((n*{CO} + co0+{o})*{H} + y)*{W} + x0)/4 + {h}] = acc{o}_{h};" for o, h in acc)} }}"""
 
 def spirv(src:str) -> bytes:
   with tempfile.TemporaryDirectory() as d:
@@ -56,9 +104,10 @@ class Floor:
     check(lib.vkCreateFence(self.dev, new("VkFenceCreateInfo"), NULL, self.fence), "vkCreateFence")
     qinfo = new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2)
     check(lib.vkCreateQueryPool(self.dev, qinfo, NULL, self.qpool), "vkCreateQueryPool")
-    sizes = ffi.new("VkDescriptorPoolSize[1]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 64}])
+    sizes = ffi.new("VkDescriptorPoolSize[2]", [{"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 64},
+                                                    {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, "descriptorCount": 64}])
     dp = ffi.new("VkDescriptorPool*")
-    check(lib.vkCreateDescriptorPool(self.dev, new("VkDescriptorPoolCreateInfo", maxSets=32, poolSizeCount=1, pPoolSizes=sizes), NULL, dp), "dpool")
+    check(lib.vkCreateDescriptorPool(self.dev, new("VkDescriptorPoolCreateInfo", maxSets=64, poolSizeCount=2, pPoolSizes=sizes), NULL, dp), "dpool")
     self.dpool = dp[0]
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(self.phys, mp)
@@ -68,16 +117,20 @@ class Floor:
   def buffer(self, nbytes:int):
     """A host-visible buffer and a numpy-free memoryview onto its mapping."""
     buf, mem, req, p = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*"), ffi.new("VkMemoryRequirements*"), ffi.new("void**")
-    check(lib.vkCreateBuffer(self.dev, new("VkBufferCreateInfo", size=nbytes, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT), NULL, buf), "buf")
+    usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT
+    check(lib.vkCreateBuffer(self.dev, new("VkBufferCreateInfo", size=nbytes, usage=usage), NULL, buf), "buf")
     lib.vkGetBufferMemoryRequirements(self.dev, buf[0], req)
     check(lib.vkAllocateMemory(self.dev, new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=self.memtype), NULL, mem), "mem")
     check(lib.vkBindBufferMemory(self.dev, buf[0], mem[0], 0), "bind")
     check(lib.vkMapMemory(self.dev, mem[0], 0, nbytes, 0, p), "map")
     return buf[0], ffi.buffer(p[0], nbytes)
 
-  def kernel(self, src:str, bufs:list, pc_size:int=0, code:bytes|None=None):
-    """Pipeline, layout and one descriptor set binding `bufs` in order."""
-    binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+  def kernel(self, src:str, bufs:list, pc_size:int=0, code:bytes|None=None, texel:dict|None=None):
+    """Pipeline, layout and one descriptor set binding `bufs` in order; `texel` {binding: VkFormat} binds those as storage texel
+    buffers (a view over the whole buffer)."""
+    texel = texel or {}
+    def dtype(i): return vk.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER if i in texel else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+    binds = ffi.new("VkDescriptorSetLayoutBinding[]", [{"binding": i, "descriptorType": dtype(i),
                     "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(len(bufs))])
     sl, pl, mod = ffi.new("VkDescriptorSetLayout*"), ffi.new("VkPipelineLayout*"), ffi.new("VkShaderModule*")
     pipe, ds = ffi.new("VkPipeline*"), ffi.new("VkDescriptorSet*")
@@ -95,9 +148,17 @@ class Floor:
     ainfo = new("VkDescriptorSetAllocateInfo", descriptorPool=self.dpool, descriptorSetCount=1, pSetLayouts=sl)
     check(lib.vkAllocateDescriptorSets(self.dev, ainfo, ds), "vkAllocateDescriptorSets")
     infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": 0, "range": 0xFFFFFFFFFFFFFFFF} for b in bufs])
-    lib.vkUpdateDescriptorSets(self.dev, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=len(bufs),
-                               descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=infos), 0, NULL)
+    views = ffi.new("VkBufferView[]", [self.view(b, texel[i]) if i in texel else NULL for i, b in enumerate(bufs)])
+    writes = ffi.new("VkWriteDescriptorSet[]", [{"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": ds[0], "dstBinding": i,
+                     "descriptorCount": 1, "descriptorType": dtype(i), "pBufferInfo": infos + i, "pTexelBufferView": views + i}
+                     for i in range(len(bufs))])
+    lib.vkUpdateDescriptorSets(self.dev, len(bufs), writes, 0, NULL)
     return pipe[0], pl[0], ds
+  def view(self, buf, fmt:int):
+    v = ffi.new("VkBufferView*")
+    info = new("VkBufferViewCreateInfo", buffer=buf, format=fmt, offset=0, range=0xFFFFFFFFFFFFFFFF)   # VK_WHOLE_SIZE
+    check(lib.vkCreateBufferView(self.dev, info, NULL, v), "vkCreateBufferView")
+    return v[0]
 
   def record(self, k, groups, n:int=1, pc=None, k2=None) -> float:
     """Record n dispatches of kernel k (alternating with k2, when given) with a full compute->compute barrier between them;
@@ -176,6 +237,41 @@ def run(quick:bool, out:dict):
   f.record(f.kernel(GEMM, [c, a, b], 4), (G // 16, G // 16, 1), pc=ffi.new("uint32_t[1]", [G]))
   runs = timed(f.submit, reps=1 if quick else 3, warm=0 if quick else 1)
   out["gemm_naive_1024"] = stat([2 * G**3 / w / 1e9 for w, _ in runs], "GFLOP/s")
+  out["gemm_tiled_1024"] = tiled_gemm(f, G, reps=1 if quick else 3, warm=0 if quick else 1)
+  out["conv_tiled"] = tiled_conv(f, reps=1 if quick else 3, warm=0 if quick else 1)
+
+# small integers: every product and sum is exact in float32, so the spot checks compare exactly
+def ints(n:int, mul:int, mod:int) -> bytes: return array.array("f", [(i * mul) % mod - mod // 2 for i in range(n)]).tobytes()
+def floats(mem) -> array.array: return array.array("f", bytes(mem))
+def timed_rate(f, k, groups, flops:float, reps:int, warm:int, pc=None) -> dict:
+  f.record(k, groups, pc=pc)
+  for _ in range(warm): f.submit()
+  runs = [f.submit() for _ in range(reps)]
+  return stat([flops / w / 1e9 for w, _ in runs], "GFLOP/s", gpu=statistics.median(flops / g / 1e9 for _, g in runs))
+
+def tiled_gemm(f, G:int, reps:int, warm:int) -> dict:
+  (c, cm), (a, am), (b, bm) = f.buffer(4 * G * G), f.buffer(4 * G * G), f.buffer(4 * G * G)
+  am[:], bm[:] = ints(G * G, 7, 13), ints(G * G, 5, 11)
+  k = f.kernel(gemm_tiled(), [c, a, b], 4, texel={1: F4, 2: F4})
+  res = timed_rate(f, k, (G // 64, G // 64, 1), 2 * G**3, reps, warm, pc=ffi.new("uint32_t[1]", [G]))
+  A, B, C = floats(am), floats(bm), floats(cm)
+  for i, j in ((random.randrange(G), random.randrange(G)) for _ in range(32)):
+    if C[i * G + j] != sum(A[i * G + q] * B[q * G + j] for q in range(G)): raise RuntimeError(f"gemm_tiled wrong at {i},{j}")
+  return res
+
+def tiled_conv(f, reps:int, warm:int, N:int=8, CI:int=32, H:int=64, W:int=64, CO:int=64) -> dict:
+  """The bench's conv2d row: b8 32->64 3x3 64x64, padding 1."""
+  (o, om), (x, xm), (w, wm) = f.buffer(4 * N * CO * H * W), f.buffer(4 * N * CI * H * W), f.buffer(4 * CO * CI * 9)
+  xm[:], wm[:] = ints(N * CI * H * W, 7, 13), ints(CO * CI * 9, 5, 11)
+  k = f.kernel(conv_tiled(CI, H, W, CO), [o, x, x, w], texel={1: F4, 2: F1, 3: F1})
+  res = timed_rate(f, k, (1, H // 4, N * CO // 8), 2 * N * CO * H * W * CI * 9, reps, warm)
+  X, Wt, O = floats(xm), floats(wm), floats(om)
+  def px(n, ci, y, x): return X[((n * CI + ci) * H + y) * W + x] if 0 <= y < H and 0 <= x < W else 0.0
+  for n, co, y, xx in ((random.randrange(N), random.randrange(CO), random.choice((0, H - 1, random.randrange(H))),
+                        random.choice((0, 7, 8, W - 1, random.randrange(W)))) for _ in range(32)):
+    want = sum(px(n, ci, y + ky - 1, xx + kx - 1) * Wt[(co * CI + ci) * 9 + ky * 3 + kx] for ci in range(CI) for ky in range(3) for kx in range(3))
+    if O[((n * CO + co) * H + y) * W + xx] != want: raise RuntimeError(f"conv_tiled wrong at {n},{co},{y},{xx}")
+  return res
 
 if __name__ == "__main__":
   res = {}
