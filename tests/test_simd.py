@@ -14,10 +14,11 @@ from tinygrad.engine.realize import run_linear
 LLVMPIPE = "fillx" in Device["VULKAN"].phys.flags()   # the driver packs along x, whatever VULKAN_DISABLE says
 def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
-def local_sizes(t:Tensor, flags) -> list[tuple[int, ...]]:
+def renderer(flags):
   ren = Device["VULKAN"].renderer
-  r = type(ren)(replace(ren.target, arch=replace(ren.caps, flags=flags).encode()))
-  return [to_program(c.src[0], r).arg.local_size for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+  return type(ren)(replace(ren.target, arch=replace(ren.caps, flags=flags).encode()))
+def local_sizes(t:Tensor, flags) -> list[tuple[int, ...]]:
+  return [to_program(c.src[0], renderer(flags)).arg.local_size for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
 
 @pytest.mark.parametrize("m,k,n", [(40, 301, 128), (12, 1001, 64), (40, 3001, 112)])
 def test_matmul_local_dims_merged(m, k, n):
@@ -25,7 +26,8 @@ def test_matmul_local_dims_merged(m, k, n):
   a, b = data((m, k)), data((k, n))
   if LLVMPIPE:
     caps = Device["VULKAN"].renderer.caps
-    merged, plain = local_sizes(Tensor(a) @ Tensor(b), caps.flags), local_sizes(Tensor(a) @ Tensor(b), caps.flags - {"fillx"})
+    # fill_x alone: lanes_x (test_lanes_along_x) may already put the 16 on x
+    merged, plain = (local_sizes(Tensor(a) @ Tensor(b), caps.flags - {"lanex"} - off) for off in (set(), {"fillx"}))
     assert any(p[0] < 8 and p[1] > 1 for p in plain), plain
     assert all(q[0] >= 8 or q[1:] == (1, 1) for q in merged) and [np.prod(q) for q in merged] == [np.prod(p) for p in plain], (plain, merged)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
@@ -45,7 +47,26 @@ def test_grouped_reduction_merged(opts):
   lin, var_vals = Tensor(xn).sum(1).linear_with_vars()
   call = next(c for c in lin.src if c.src[0].op is Ops.SINK)
   new = call.replace(src=(call.src[0].replace(arg=replace(call.src[0].arg, opts_to_apply=opts)),) + call.src[1:])
-  prg = to_program(new.src[0], Device["VULKAN"].renderer)
+  prg = to_program(new.src[0], renderer(Device["VULKAN"].renderer.caps.flags - {"lanex"}))   # fill_x alone
   if LLVMPIPE: assert prg.arg.local_size[0] >= 8 and prg.arg.local_size[1:] == (1, 1), prg.arg.local_size
   run_linear(lin.replace(src=tuple(new if c is call else c for c in lin.src)), var_vals)
   np.testing.assert_allclose(np.frombuffer(new.src[1].buffer.as_memoryview(), np.float32), xn.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+
+def conv_ref(x:np.ndarray, w:np.ndarray) -> np.ndarray:
+  """conv2d with padding 1 in float64: each 3x3 tap as one einsum over the padded input."""
+  xp, (_, _, H, W) = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1))), x.shape
+  return sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + H, j:j + W], w[:, :, i, j].astype(np.float64)) for i in range(3) for j in range(3))
+
+@pytest.mark.parametrize("kind,shapes", [("matmul", ((64, 33), (33, 48))), ("matmul", ((128, 45), (45, 72))),
+                                         ("conv", ((3, 4, 16, 24), (8, 4, 3, 3))), ("conv", ((2, 5, 19, 21), (6, 5, 3, 3)))])
+def test_lanes_along_x(kind, shapes):
+  # tinygrad gives these local dims (8, 16): x along the output's rows, whose reads lie a row apart; lanes_x swaps x and y so that
+  # x runs along the columns (neighbouring reads), the same invocations renumbered; every element stays right
+  a, b = data(shapes[0]), data(shapes[1])
+  def f(): return Tensor(a) @ Tensor(b) if kind == "matmul" else Tensor(a).conv2d(Tensor(b), padding=1)
+  if "lanex" in Device["VULKAN"].phys.flags() and shapes[0] != (2, 5, 19, 21):   # the last: nothing to swap, values only
+    flags = Device["VULKAN"].renderer.caps.flags
+    on, off = local_sizes(f(), flags), local_sizes(f(), flags - {"lanex"})
+    two = [i for i, p in enumerate(off) if p[1] > 1]
+    assert two and all(on[i] == (off[i][1], off[i][0], off[i][2]) for i in two), (on, off)
+  np.testing.assert_allclose(f().numpy(), a.astype(np.float64) @ b if kind == "matmul" else conv_ref(a, b), rtol=1e-4, atol=1e-4)

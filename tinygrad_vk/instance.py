@@ -230,7 +230,7 @@ class PhysicalDevice:
     out = {flag for flag in have if with_requirements({flag}) <= have}
     if measure(self).denorm32: out.add("denorm")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
-      out |= {"fillx", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
+      out |= {"fillx", "lanex", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
       # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels.
       lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp := ffi.new("VkFormatProperties*"))
