@@ -24,7 +24,8 @@ void main() { uint col = gl_GlobalInvocationID.x, row = gl_GlobalInvocationID.y;
   for (uint k = 0; k < n; k++) acc += a[row*n + k] * b[k*n + col];
   c[row*n + col] = acc; }"""
 
-# The best GEMM and conv found for llvmpipe (lavapipe), the floor tinygrad's kernels are held to. Measured on Mesa 22.3 (2 cores):
+# The best GEMM and conv found for llvmpipe (lavapipe), the floor tinygrad's kernels are held to. On Mesa 22.3, 2 cores, quiet: GEMM 1024
+# 46 and conv2d b8 32->64 3x3 64x64 42 GFLOP/s against tinygrad's 36 and 34 in the same process, fma_peak (no reads) 65. Found there:
 #  * operands through storage texel buffers: gallivm loads a storage buffer lane by lane behind a branch, a texel buffer with one
 #    gather (lp_bld_nir_soa.c emit_load_mem, scripts/load_cost.py); an RGBA32F texel brings 4 floats per lane for about the cost
 #    of one R32 gather (1.15-1.35x over four R32 reads in this GEMM);
@@ -239,6 +240,18 @@ def run(quick:bool, out:dict):
   out["gemm_naive_1024"] = stat([2 * G**3 / w / 1e9 for w, _ in runs], "GFLOP/s")
   out["gemm_tiled_1024"] = tiled_gemm(f, G, reps=1 if quick else 3, warm=0 if quick else 1)
   out["conv_tiled"] = tiled_conv(f, reps=1 if quick else 3, warm=0 if quick else 1)
+  out["fma_peak"] = fma_peak(f, reps=1 if quick else 3)
+
+def fma_peak(f, reps:int, chains:int=32, n:int=4096, groups:int=256) -> dict:
+  """The arithmetic ceiling: `chains` independent multiply-adds per pass in registers, no memory inside the loop (a GEMM or conv
+  here cannot pass it: every FMA of theirs also waits on reads)."""
+  init = " ".join(f"float x{i} = float(gl_GlobalInvocationID.x + {i}u) * 1e-9;" for i in range(chains))
+  src = f"""layout(local_size_x=64) in; layout(push_constant) uniform P {{ uint n; }}; layout(std430, binding=0) buffer C {{ float c[]; }};
+void main() {{ float m = 0.999, a = 1e-7; {init}
+  for (uint k = 0; k < n; k++) {{ {" ".join(f"x{i} = fma(x{i}, m, a);" for i in range(chains))} }}
+  c[gl_GlobalInvocationID.x] = {" + ".join(f"x{i}" for i in range(chains))}; }}"""
+  c, _ = f.buffer(4 * 64 * groups)
+  return timed_rate(f, f.kernel(src, [c], 4), (groups, 1, 1), 2 * chains * n * 64 * groups, reps, 1, pc=ffi.new("uint32_t[1]", [n]))
 
 # small integers: every product and sum is exact in float32, so the spot checks compare exactly
 def ints(n:int, mul:int, mod:int) -> bytes: return array.array("f", [(i * mul) % mod - mod // 2 for i in range(n)]).tobytes()
