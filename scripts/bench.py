@@ -37,6 +37,7 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
         ("add16M", "add 16M f32", "GB/s"), ("sum16M", "sum 16M f32", "GB/s"),
         ("gemm1024_bda", "GEMM 1024, by device address", "GFLOP/s"), ("add16M_bda", "add 16M, by device address", "GB/s"),
+        ("gemm1024_past", "GEMM 1024 past a 2 MiB range", "GFLOP/s"), ("add16M_past", "add 16M past a 16 MiB range", "GB/s"),
         ("conv2d", "conv2d b8 32->64 3x3 64x64", "GFLOP/s"),
         ("paired_gemm1024", "GEMM 1024 SPIR-V/GLSL, paired", "x"), ("paired_add16M", "add 16M SPIR-V/GLSL, paired", "x"),
         ("paired_conv2d", "conv2d SPIR-V/GLSL, paired", "x"),
@@ -423,8 +424,12 @@ def main():
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
            ({"VULKAN_PROFILE": "min"}, "wide", {"wide": "wide_windows"}, 60),
            ({"VULKAN_PROFILE": "min", "VULKAN_DISABLE": "share"}, "wide", {"wide": "wide_gather"}, 60),
-           # every buffer passed by buffer device address instead of a descriptor (the path of buffers past maxStorageBufferRange)
-           ({"VULKAN_MAX_STORAGE_RANGE": "0"}, "gemm1024,add16M", {"gemm1024": "gemm1024_bda", "add16M": "add16M_bda"}, 90),
+           # every buffer passed by buffer device address instead of a descriptor (a path of buffers past maxStorageBufferRange)
+           ({"VULKAN_MAX_STORAGE_RANGE": "0", "VULKAN_REACH": "0"}, "gemm1024,add16M", {"gemm1024": "gemm1024_bda", "add16M": "add16M_bda"}, 90),
+           # buffers past a lowered range, on the path the device takes there (by address, or windows and pieces where loads by address
+           # were measured slow, caps.FLAGS "reach"): GEMM's B is read whole by each workgroup (split in 3 windows), add's in pieces
+           ({"VULKAN_MAX_STORAGE_RANGE": str(2 << 20)}, "gemm1024", {"gemm1024": "gemm1024_past"}, 90),
+           ({"VULKAN_MAX_STORAGE_RANGE": str(16 << 20)}, "add16M", {"add16M": "add16M_past"}, 90),
            # lavapipe's worker threads make a tiny dispatch cost mostly thread wake-ups; inline, the launch path itself shows
            ({"LP_NUM_THREADS": "0"}, "launch_jit,launch_eager", {"launch_jit": "launch_jit_inline", "launch_eager": "launch_eager_inline"}, 90)]
   # PARALLEL=0: on a CPU driver, compile workers running beside a timed candidate distort BEAM's ranking
@@ -507,6 +512,8 @@ def main():
     "CNN train steps/s VULKAN / WEBGPU": ratio(V.get("cnn_train"), W.get("cnn_train")),
     "GEMM 1024 by device address / by descriptor": ratio(V.get("gemm1024_bda"), V.get("gemm1024")),
     "add 16M by device address / by descriptor": ratio(V.get("add16M_bda"), V.get("add16M")),
+    "GEMM 1024 past the range / by descriptor": ratio(V.get("gemm1024_past"), V.get("gemm1024")),
+    "add 16M past the range / by descriptor": ratio(V.get("add16M_past"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
     "transformer train steps/s VULKAN / CPU": ratio(V.get("tf_train"), C.get("tf_train")),
     **{f"{lbl} VULKAN / torchvulkan": ratio(V.get(k), TV.get(k)) for k, lbl in TORCH_LABELS.items()},

@@ -2,6 +2,7 @@
 import argparse, shutil, sys
 from tinygrad.helpers import size_to_str as size
 from tinygrad_vk.vk import version_str
+from tinygrad_vk.probe import measure
 from tinygrad_vk.caps import DTYPE_RULES, FLAGS, LIMIT_NAMES, dtype_support, apply_profile, spirv_target, env_text
 
 def mem_flags(f:int) -> str:
@@ -26,6 +27,8 @@ def unsupported(phys, caps) -> list[str]:
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (the driver's loop limiter, measured: "
                               "llvmpipe before Mesa 25.0): longer reductions are spread over the workgroup; a long loop that is not a reduction "
                               f"into registers, or a reduction of more than {caps.wginv} x {caps.maxloop} passes per invocation, is refused")
+  if "reach" in caps: out.append(f"loads by address measured {measure(phys).address_cost:.1f}x as slow as through a descriptor (probe.py): "
+                                  "buffers past maxStorageBufferRange go in windows and pieces as without bufferDeviceAddress")
   if "bda" not in caps: out.append(f"a buffer over maxStorageBufferRange ({size(caps.range)}) goes in pieces of workgroups or through "
                                     f"several windows (renderer/abi.py); refused where they need more than {caps.bufs} descriptors")
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str
 from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, with_requirements, env_number, env_text, \
   MIN_VK, MAX_VK
-from tinygrad_vk.probe import measure
+from tinygrad_vk.probe import measure, ADDR_SLOW
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
@@ -229,6 +229,9 @@ class PhysicalDevice:
     have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
     out = {flag for flag in have if with_requirements({flag}) <= have}
     if measure(self).denorm32: out.add("denorm")
+    # by address where measured much slower than by descriptor (probe.py ADDR_KERNEL): buffers past the range in windows and pieces;
+    # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
+    if "bda" in out and env_number("VULKAN_REACH", int(measure(self).address_cost > ADDR_SLOW)): out.add("reach")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "lanex", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel

@@ -5,19 +5,25 @@
   https://docs.mesa3d.org/relnotes/25.0.0.html). No property reports it, so a loop of LOOP_PASSES passes counts what runs.
 * Whether float32 denormals survive arithmetic. No driver here reports shaderDenormPreserveFloat32 or ...FlushToZeroFloat32, so
   either may happen: lavapipe keeps them, SwiftShader flushes them.
+* What a load by buffer device address costs beside one through a descriptor, where the device has bufferDeviceAddress: llvmpipe
+  in Mesa 22.3 turns each global (by-address) load into a loop over the SIMD lanes, a branch on the lane's mask and a scalar load
+  each (gallivm lp_bld_nir_soa.c emit_load_global), ~10x the cost of its storage-buffer load; Mesa 25's lavapipe costs the same
+  either way. No property says which, so ADDR_KERNEL times the same loads both ways (abi.py then reaches buffers past
+  maxStorageBufferRange through windows and pieces where the address ones are over ADDR_SLOW times slower: caps.FLAGS "reach").
 The kernel runs on a VkDevice of its own, before tinygrad_vk opens the real one, so that `Caps` are whole from the start.
 """
 from __future__ import annotations
-import functools, struct
+import functools, struct, time
 from dataclasses import dataclass
 from typing import Any, TYPE_CHECKING
 from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, spirv_target
 from tinygrad_vk.compiler import assemble
+from tinygrad_vk.memory import USAGE_ADDRESS, ALLOCATE_ADDRESS
 if TYPE_CHECKING: from tinygrad_vk.instance import PhysicalDevice
 
-VERSION = 2                  # bump when the kernel or what is read from it changes: the disk cache keys on it
+VERSION = 3                  # bump when the kernel or what is read from it changes: the disk cache keys on it
 LOOP_PASSES = (1 << 17) + 7  # past llvmpipe's 65535
 ONE, DENORMAL = 0x3f800000, 0x00400000   # float32 bits: 1.0, 2^-127
 
@@ -25,6 +31,7 @@ ONE, DENORMAL = 0x3f800000, 0x00400000   # float32 bits: 1.0, 2^-127
 class Measured:
   loop_limit: int    # passes a loop may make, 0: unbounded
   denorm32: bool     # a float32 denormal times 1.0 is itself
+  address_cost: float = 0.0   # a load by address's time over a load through a descriptor's (ADDR_KERNEL), 0: not measured
 
 # words[0] = n; words[1] = passes of a loop of n; words[4] = words[2] * words[3] (floats)
 KERNEL = """OpCapability Shader
@@ -78,12 +85,82 @@ OpReturn
 OpFunctionEnd
 """
 
+# words[0] = n; every invocation sums 4 words a pass for n passes from words[128:128+4096] into words[64 + its index]: by
+# descriptor (binding 0) or by the address in the push constants, the loads alike otherwise
+ADDR_KERNEL = """OpCapability Shader
+{caps}OpMemoryModel {model} GLSL450
+OpEntryPoint GLCompute %main "main" %lid{interface}
+OpExecutionMode %main LocalSize 64 1 1
+OpDecorate %lid BuiltIn LocalInvocationId
+OpDecorate %arr ArrayStride 4
+OpMemberDecorate %S 0 Offset 0
+OpDecorate %S Block
+{decorate}%void = OpTypeVoid
+%fn = OpTypeFunction %void
+%bool = OpTypeBool
+%uint = OpTypeInt 32 0
+%arr = OpTypeRuntimeArray %uint
+%S = OpTypeStruct %arr
+%v3 = OpTypeVector %uint 3
+%pin = OpTypePointer Input %v3
+%lid = OpVariable %pin Input
+""" + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in (0, 1, 64, 1023, 128, 1152, 2176, 3200)) + """{types}%main = OpFunction %void None %fn
+%entry = OpLabel
+{base}%l3 = OpLoad %v3 %lid
+%l = OpCompositeExtract %uint %l3 0
+%pn = OpAccessChain %pu %buf %c0 %c0
+%n = OpLoad %uint %pn{aligned}
+OpBranch %head
+%head = OpLabel
+%i = OpPhi %uint %c0 %entry %next %cont
+%s = OpPhi %uint %c0 %entry %s4 %cont
+OpLoopMerge %merge %cont None
+OpBranch %cond
+%cond = OpLabel
+%more = OpULessThan %bool %i %n
+OpBranchConditional %more %body %merge
+%body = OpLabel
+%t = OpIMul %uint %i %c64
+%t2 = OpIAdd %uint %t %l
+%t3 = OpBitwiseAnd %uint %t2 %c1023
+""" + "".join(f"%i{k} = OpIAdd %uint %t3 %c{128 + 1024 * k}\n%p{k} = OpAccessChain %pu %buf %c0 %i{k}\n%e{k} = OpLoad %uint %p{k}{{aligned}}\n"
+              f"%s{k + 1} = OpIAdd %uint %{'s' if k == 0 else f's{k}'} %e{k}\n" for k in range(4)) + """OpBranch %cont
+%cont = OpLabel
+%next = OpIAdd %uint %i %c1
+OpBranch %head
+%merge = OpLabel
+%o = OpIAdd %uint %l %c64
+%po = OpAccessChain %pu %buf %c0 %o
+OpStore %po %s{aligned}
+OpReturn
+OpFunctionEnd
+"""
+ADDR_PASSES, ADDR_GROUPS, ADDR_SLOW = 1024, 16, 2.0   # 4M loads a launch (a few ms by descriptor on lavapipe); "reach" past 2x
+
+def addr_kernel(by_address:bool, version:tuple[int, int]) -> str:
+  """ADDR_KERNEL reading its buffer through binding 0 or through the address in its push constants."""
+  ext = "OpExtension \"SPV_KHR_physical_storage_buffer\"\n" if version < (1, 5) else ""
+  if not by_address:
+    return ADDR_KERNEL.format(caps="", model="Logical", interface=" %buf" if version >= (1, 4) else "", aligned="",
+                              decorate="OpDecorate %buf DescriptorSet 0\nOpDecorate %buf Binding 0\n", base="",
+                              types="%pS = OpTypePointer StorageBuffer %S\n%pu = OpTypePointer StorageBuffer %uint\n"
+                                    "%buf = OpVariable %pS StorageBuffer\n")
+  return ADDR_KERNEL.format(caps="OpCapability PhysicalStorageBufferAddresses\n" + ext, model="PhysicalStorageBuffer64",
+                            interface=" %pcv" if version >= (1, 4) else "", aligned=" Aligned 4",
+                            decorate="OpMemberDecorate %PC 0 Offset 0\nOpDecorate %PC Block\n",
+                            types="%pS = OpTypePointer PhysicalStorageBuffer %S\n%pu = OpTypePointer PhysicalStorageBuffer %uint\n"
+                                  "%PC = OpTypeStruct %pS\n%ppc = OpTypePointer PushConstant %PC\n%pps = OpTypePointer PushConstant %pS\n"
+                                  "%pcv = OpVariable %ppc PushConstant\n",
+                            base="%pp = OpAccessChain %pps %pcv %c0\n%buf = OpLoad %pS %pp\n")
+
 @functools.cache
 def measure(phys:PhysicalDevice) -> Measured:
   """The driver's measured behaviour, from the disk cache when this driver version has been measured before."""
   key = f"{phys.name}|{phys.driver}|{phys.driver_version}|{phys.api_version}|{phys.vk}|v{VERSION}"
-  if (words := diskcache_get("vulkan_probe", key)) is None: diskcache_put("vulkan_probe", key, words := run(phys))
-  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, denorm32=words[4] == DENORMAL)
+  if (words := diskcache_get("vulkan_probe", key)) is None:
+    words = run(phys) + [round(1000 * address_cost(phys)) if phys.features["bufferDeviceAddress"] else 0]
+    diskcache_put("vulkan_probe", key, words)
+  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, denorm32=words[4] == DENORMAL, address_cost=words[-1] / 1000)
 
 def run(phys:PhysicalDevice) -> list[int]:
   """Run KERNEL once on a device of its own."""
@@ -92,16 +169,30 @@ def run(phys:PhysicalDevice) -> list[int]:
   p = Scratch(phys, Caps(vk=phys.vk))
   try:
     ptr, size = p.buffer([LOOP_PASSES, 0, DENORMAL, ONE, 0, 0])
-    p.dispatch(spv)
+    p.launch(*p.pipeline(spv))
     return list(struct.unpack(f"<{size // 4}I", ffi.buffer(ptr, size)))
   finally: p.close()
 
+def address_cost(phys:PhysicalDevice) -> float:
+  """ADDR_KERNEL's time by address over its time by descriptor: the best of 3 launches each, taken in turn (a busy CPU slows both)."""
+  caps = Caps(frozenset({"bda"}), vk=phys.vk)
+  target, p = spirv_target(caps), Scratch(phys, caps)
+  try:
+    p.buffer([ADDR_PASSES] + list(range(1, 128 + 4096)))
+    push = struct.pack("<Q", p.address())
+    desc, addr = (p.pipeline(assemble(addr_kernel(a, target.version), target.word), 8 * a) for a in (False, True))
+    p.launch(*desc, ADDR_GROUPS), p.launch(*addr, ADDR_GROUPS, push)   # warm
+    times = [(p.launch(*desc, ADDR_GROUPS), p.launch(*addr, ADDR_GROUPS, push)) for _ in range(3)]
+    return min(t for _, t in times) / max(min(t for t, _ in times), 1e-9)
+  finally: p.close()
+
 class Scratch:
-  """A VkDevice of its own with one storage buffer and what one dispatch over it needs; close() destroys all of it."""
+  """A VkDevice of its own with one storage buffer and what launches over it need; close() destroys all of it."""
   def __init__(self, phys:PhysicalDevice, caps:Caps):
-    self.phys = phys
+    self.phys, self.caps = phys, caps
     self.made: list[tuple[Any, Any]] = []   # (destroy function, handle), undone in reverse
     self.d = phys.create_device(caps, [], "probe")
+    self.sets: dict[int, tuple] = {}        # push constant bytes -> (descriptor set layout array, pipeline layout, descriptor set)
   def create(self, fn, destroy, ctype:str, info):
     h = ffi.new(ctype + "*")
     check(fn(self.d, info, NULL, h), f"creating a {ctype} (probe)")
@@ -109,58 +200,79 @@ class Scratch:
     return h[0]
   def buffer(self, words:list[int]):
     """The storage buffer, host-visible and mapped, holding `words`: (its mapping, its size)."""
-    self.size = size = 4 * len(words)
+    self.size, bda = (size := 4 * len(words)), "bda" in self.caps
     self.buf = self.create(lib.vkCreateBuffer, lib.vkDestroyBuffer, "VkBuffer", new("VkBufferCreateInfo", size=size,
-                           usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
+                           sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | (USAGE_ADDRESS if bda else 0)))
     req, ptr = ffi.new("VkMemoryRequirements*"), ffi.new("void**")
     lib.vkGetBufferMemoryRequirements(self.d, self.buf, req)
     host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
     ti = next(t.index for t in self.phys.memory_types if req.memoryTypeBits >> t.index & 1 and t.flags & host == host)
+    flags = new("VkMemoryAllocateFlagsInfo", flags=ALLOCATE_ADDRESS) if bda else NULL
     mem = self.create(lib.vkAllocateMemory, lib.vkFreeMemory, "VkDeviceMemory",
-                      new("VkMemoryAllocateInfo", allocationSize=req.size, memoryTypeIndex=ti))
+                      new("VkMemoryAllocateInfo", pNext=flags, allocationSize=req.size, memoryTypeIndex=ti))
     check(lib.vkBindBufferMemory(self.d, self.buf, mem, 0), "vkBindBufferMemory")
     check(lib.vkMapMemory(self.d, mem, 0, size, 0, ptr), "vkMapMemory")
     ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
     return ptr[0], size
-  def dispatch(self, spv:bytes):
-    """One workgroup of the kernel over the buffer (binding 0), waited for."""
-    SB, d, c = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, self.d, self.create
-    code, sizes = ffi.from_buffer("uint32_t[]", spv), ffi.new("VkDescriptorPoolSize*", {"type": SB, "descriptorCount": 1})
-    module = c(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule", new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
+  def address(self) -> int:
+    """The buffer's device address (vkGetBufferDeviceAddressKHR before Vulkan 1.2)."""
+    fn = lib.vkGetBufferDeviceAddress if self.caps.vk >= 12 else \
+      ffi.cast("PFN_vkGetBufferDeviceAddressKHR", lib.vkGetDeviceProcAddr(self.d, b"vkGetBufferDeviceAddressKHR"))
+    return int(fn(self.d, new("VkBufferDeviceAddressInfo", buffer=self.buf)))
+  def layout(self, pc:int) -> tuple:
+    """The pipeline layout with `pc` bytes of push constants and the buffer at binding 0, and its descriptor set."""
+    if pc in self.sets: return self.sets[pc]
+    SB, c = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, self.create
     bind = ffi.new("VkDescriptorSetLayoutBinding*", {"descriptorType": SB, "descriptorCount": 1, "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT})
     sls = ffi.new("VkDescriptorSetLayout[1]", [c(lib.vkCreateDescriptorSetLayout, lib.vkDestroyDescriptorSetLayout, "VkDescriptorSetLayout",
                                                  new("VkDescriptorSetLayoutCreateInfo", bindingCount=1, pBindings=bind))])
+    rng = ffi.new("VkPushConstantRange*", {"stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": pc})
     pl = c(lib.vkCreatePipelineLayout, lib.vkDestroyPipelineLayout, "VkPipelineLayout",
-           new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls))
+           new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sls, pushConstantRangeCount=int(pc > 0), pPushConstantRanges=rng))
+    sizes = ffi.new("VkDescriptorPoolSize*", {"type": SB, "descriptorCount": 1})
+    pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool",
+             new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1, pPoolSizes=sizes))
+    ds = ffi.new("VkDescriptorSet*")
+    check(lib.vkAllocateDescriptorSets(self.d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds),
+          "vkAllocateDescriptorSets")
+    info = ffi.new("VkDescriptorBufferInfo*", {"buffer": self.buf, "offset": 0, "range": self.size})
+    lib.vkUpdateDescriptorSets(self.d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1, descriptorType=SB, pBufferInfo=info), 0, NULL)
+    self.sets[pc] = (sls, pl, ds)
+    return self.sets[pc]
+  def pipeline(self, spv:bytes, pc:int=0) -> tuple[Any, Any, Any]:
+    """The kernel's compute pipeline: (pipeline, its layout, its descriptor set)."""
+    code, (_, pl, ds) = ffi.from_buffer("uint32_t[]", spv), self.layout(pc)
+    module = self.create(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule",
+                         new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
     entry, pipe = ffi.new("char[]", b"main"), ffi.new("VkPipeline*")
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
              "pName": entry}
-    check(lib.vkCreateComputePipelines(d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe),
+    check(lib.vkCreateComputePipelines(self.d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe),
           "vkCreateComputePipelines (probe)")
     self.made.append((lib.vkDestroyPipeline, pipe[0]))
-    pool = c(lib.vkCreateDescriptorPool, lib.vkDestroyDescriptorPool, "VkDescriptorPool",
-             new("VkDescriptorPoolCreateInfo", maxSets=1, poolSizeCount=1, pPoolSizes=sizes))
-    ds, cmd, q = ffi.new("VkDescriptorSet*"), ffi.new("VkCommandBuffer*"), ffi.new("VkQueue*")
-    check(lib.vkAllocateDescriptorSets(d, new("VkDescriptorSetAllocateInfo", descriptorPool=pool, descriptorSetCount=1, pSetLayouts=sls), ds),
-          "vkAllocateDescriptorSets")
-    info = ffi.new("VkDescriptorBufferInfo*", {"buffer": self.buf, "offset": 0, "range": self.size})
-    lib.vkUpdateDescriptorSets(d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1, descriptorType=SB, pBufferInfo=info), 0, NULL)
+    return pipe[0], pl, ds
+  def launch(self, pipe, pl, ds, groups:int=1, push:bytes=b"") -> float:
+    """`groups` workgroups of the pipeline over the buffer, waited for: the seconds from submission to the fence."""
+    d, c, cmd, q = self.d, self.create, ffi.new("VkCommandBuffer*"), ffi.new("VkQueue*")
     cpool = c(lib.vkCreateCommandPool, lib.vkDestroyCommandPool, "VkCommandPool",
               new("VkCommandPoolCreateInfo", queueFamilyIndex=self.phys.queue_family))
     check(lib.vkAllocateCommandBuffers(d, new("VkCommandBufferAllocateInfo", commandPool=cpool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                               commandBufferCount=1), cmd), "vkAllocateCommandBuffers")
     check(lib.vkBeginCommandBuffer(cmd[0], new("VkCommandBufferBeginInfo")), "vkBeginCommandBuffer")
-    lib.vkCmdBindPipeline(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe[0])
+    lib.vkCmdBindPipeline(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
     lib.vkCmdBindDescriptorSets(cmd[0], vk.VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, ds, 0, NULL)
-    lib.vkCmdDispatch(cmd[0], 1, 1, 1)
+    if push: lib.vkCmdPushConstants(cmd[0], pl, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), ffi.from_buffer(push))
+    lib.vkCmdDispatch(cmd[0], groups, 1, 1)
     barrier = new("VkMemoryBarrier", srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT, dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
     lib.vkCmdPipelineBarrier(cmd[0], vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, barrier, 0, NULL, 0, NULL)
     check(lib.vkEndCommandBuffer(cmd[0]), "vkEndCommandBuffer")
     fence = c(lib.vkCreateFence, lib.vkDestroyFence, "VkFence", new("VkFenceCreateInfo"))
     lib.vkGetDeviceQueue(d, self.phys.queue_family, 0, q)
+    t0 = time.perf_counter()
     check(lib.vkQueueSubmit(q[0], 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmd), fence), "vkQueueSubmit (probe)")
     if check(lib.vkWaitForFences(d, 1, ffi.new("VkFence[1]", [fence]), 1, 60 * 10**9), "vkWaitForFences (probe)") == vk.VK_TIMEOUT:
-      raise RuntimeError(f"VULKAN: {self.phys.name} did not run a one-invocation probe kernel in 60 s")
+      raise RuntimeError(f"VULKAN: {self.phys.name} did not run a probe kernel in 60 s")
+    return time.perf_counter() - t0
   def close(self):
     lib.vkDeviceWaitIdle(self.d)
     for destroy, h in reversed(self.made): destroy(self.d, h, NULL)

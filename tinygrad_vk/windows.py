@@ -70,10 +70,11 @@ def piece_len(caps:Caps, reach:dict[int, tuple[tuple[int, int, int], ...]], name
   """Workgroups along x per piece, where slots are launched in pieces (abi.py REACH, per slot (bytes per workgroup, lowest, highest
   byte of workgroup 0)): as many as keep each piece's reach within maxStorageBufferRange (0: any number); None when none is."""
   if not reach: return None
-  rs = [r for rs in reach.values() for r in rs]
-  room = caps.range - window_step(caps) - 4 - (max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs))
-  if room < 0: raise RuntimeError(f"VULKAN: one workgroup of {name} reaches past maxStorageBufferRange ({caps.range})")
-  return room // a + 1 if (a := max(abs(a) for a, _, _ in rs)) else 0
+  def most(rs) -> int|None:   # the workgroups one window of this slot holds (None: any number)
+    room = caps.range - window_step(caps) - 4 - (max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs))
+    if room < 0: raise RuntimeError(f"VULKAN: one workgroup of {name} reaches past maxStorageBufferRange ({caps.range})")
+    return room // a + 1 if (a := max(abs(a) for a, _, _ in rs)) else None
+  return min([n for rs in reach.values() if rs and (n := most(rs)) is not None], default=0)
 
 def reach_window(caps:Caps, rs:tuple[tuple[int, int, int], ...], i:int, b, piece:tuple[int, int]|None) -> Window:
   """The window of slot i, launched in pieces, over what workgroups piece[0]..piece[1]-1 reach of its view b (no piece: workgroup 0)."""

@@ -19,6 +19,8 @@ A buffer parameter (slot 0..n-1) is
     binding>"): k windows of w bytes from its view's start aligned down, at k bindings of their own past the slots' ranks; an
     access reads every window at its index clamped into it and selects the one the index falls in, and stores to that one only.
     Refused when the windows and one more for the other slots do not fit the descriptors.
+    With `bda` this is the path too where loads by address were measured much slower than through a descriptor (`reach`, probe.py:
+    llvmpipe before Mesa 25); a kernel whose windows would not fit the descriptors then passes those slots by address after all.
 A slot of 1- or 2-byte elements reached in 32-bit words (packing.py; WORD_VIEW, "tinygrad_vk.words:<slot>") is bound at a whole
 word: _o<slot> x itemsize is a multiple of 4, so a field's bit shift comes from the index inside the view alone. The runtime
 (windows.py `realign`) moves a view at another byte through an aligned scratch buffer, copied in before the launch and out after.
@@ -80,15 +82,16 @@ def past_range(caps:Caps, itemsize:int, numel:int|None) -> bool:
   return numel is None or numel * itemsize + caps.align - 1 > caps.range
 
 def by_address(caps:Caps, itemsize:int, numel:int|None) -> bool:
+  """With `reach` (loads by address measured slow, probe.py) only what windows cannot index: a symbolic size, over 2^31-1 elements."""
   if numel is None: return "bda" in caps
   if numel > INT32_MAX and not {"bda", "i64"} <= caps.flags:
     raise ValueError(f"a buffer of {numel} elements needs 64-bit indexing, which needs bufferDeviceAddress and shaderInt64 "
                      f"(missing or off: {', '.join(f for f in ('bda', 'i64') if f not in caps)})")
-  return "bda" in caps and past_range(caps, itemsize, numel)
+  return "bda" in caps and past_range(caps, itemsize, numel) and ("reach" not in caps or numel > INT32_MAX)
 
 def pieced(caps:Caps, itemsize:int, numel:int|None) -> bool:
-  """A slot reached in pieces (no `bda`, a known size past the range): see REACH."""
-  return "bda" not in caps and numel is not None and past_range(caps, itemsize, numel)
+  """A slot reached in pieces (no `bda`, or `reach`; a known size past the range): see REACH."""
+  return numel is not None and past_range(caps, itemsize, numel) and not by_address(caps, itemsize, numel)
 
 def kernel_abi(caps:Caps, bufs:list[tuple[int, int|None]], var_dtypes:list[DType], wide:bool=False, windows:int=0) -> KernelABI:
   """bufs: (itemsize, element count or None when symbolic) of slots 0..n-1; var_dtypes: the scalar vars in signature order; wide:

@@ -158,11 +158,14 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   reach, why = slot_reach(plan, uops, big)
   # each window whole 256-byte units within maxStorageBufferRange, with room for the view's start aligned down (by < 256 bytes)
   split, first, wb = {}, sum(b is not None for b in abi.binding), caps.range - caps.range % 256 - 256
+  if why and wb <= 0 and "reach" in caps: return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)   # no window fits
   for s in sorted(why):
     isz, n = slot_info[s]
     split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
     first += k
-  if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs:
+  if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs and "reach" in caps:
+    return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)   # windows are only preferred to addresses: by address
+  if need > caps.bufs:
     raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")

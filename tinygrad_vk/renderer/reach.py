@@ -54,6 +54,10 @@ def slot_reach(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> tuple[dict[in
   for a in plan.accesses(uops):
     if a.slot not in slots or a.slot in why: continue
     if (r := access_reach(a, g)) is None: why[a.slot] = "its index is not bounded per workgroup (it depends on memory or wraps around)"
-    elif r[2] - r[1] + 256 > plan.caps.range: why[a.slot] = f"one workgroup reaches {r[2] - r[1]} bytes of it"
     else: out[a.slot].add(r)
+  # one window holds what all of a slot's accesses reach (a kernel may write two halves of one buffer), from a start aligned down
+  # (windows.py piece_len)
+  for s, rs in out.items():
+    if s not in why and rs and (n := max(hi for _, _, hi in rs) - min(lo for _, lo, _ in rs)) + max(plan.caps.align, 256) + 4 > plan.caps.range:
+      why[s] = f"one workgroup reaches {n} bytes of it"
   return {s: tuple(sorted(rs)) for s, rs in out.items() if s not in why}, why
