@@ -10,9 +10,8 @@
 # test. Then once more on each real driver scripts/drivers.sh fetched (SwiftShader; Mesa 25 lavapipe where the system's is older),
 # under the validation layer, two test processes at a time. Extra arguments go to pytest. scripts/profiles.py runs every profile.
 # Before the passes, ruff and mypy check the code (pyproject.toml's settings, tinygrad's own); either failing fails the script.
-# tests/conftest.py sets VULKAN_REACH=0 (unless set): buffers past the lowered range go by address even where lavapipe 22.3's
-# measured cost would send them through windows (flag `reach`), so pass 2 keeps exercising the address path; tests/test_reach.py
-# takes the measured choice and both paths.
+# Pass 2 sets VULKAN_REACH=0: buffers past the lowered range go by address even where lavapipe 22.3's measured cost sends them
+# through windows and pieces (flag `reach`), so the address path is exercised; passes 1 and 3 take the measured choice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -23,8 +22,8 @@ DRIVERS=$(bash scripts/drivers.sh)
 export VULKAN_VALIDATE_SPIRV=1
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@")
 echo "[test] 1/4 default";                                                "${PYTEST[@]}"
-echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 VULKAN_GUARD=1"
-VULKAN_GUARD=1 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
+echo "[test] 2/4 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_REACH=0 VULKAN_VALIDATION=1 VULKAN_BATCH=3 VULKAN_GUARD=1"
+VULKAN_REACH=0 VULKAN_GUARD=1 VULKAN_FORCE_STAGING=1 VULKAN_MAX_STORAGE_RANGE=4096 VULKAN_VALIDATION=1 VULKAN_BATCH=3 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 3/4 DEV=VULKAN:GLSL VULKAN_VALIDATION=1";                    DEV=VULKAN:GLSL VULKAN_VALIDATION=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
 echo "[test] 4/4 VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1"; VULKAN_PROFILE=min VULKAN_VALIDATION=1 VULKAN_GUARD=1 LP_NUM_THREADS=0 "${PYTEST[@]}"
 for env in $DRIVERS; do

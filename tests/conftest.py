@@ -3,10 +3,6 @@ spirv-val; with VULKAN_VALIDATION=1 any validation message fails the test."""
 import os
 os.environ.setdefault("DEV", "VULKAN")
 os.environ.setdefault("VULKAN_VALIDATE_SPIRV", "1")   # spirv-val checks every module the SPIR-V renderer makes
-# buffers past maxStorageBufferRange by address even where loads by address were measured slow (lavapipe 22.3 prefers windows there,
-# caps.FLAGS "reach"): the passes that lower VULKAN_MAX_STORAGE_RANGE (scripts/test.sh) exercise the address path on every driver;
-# tests/test_reach.py takes the measured choice and both paths explicitly
-os.environ.setdefault("VULKAN_REACH", "0")
 import signal
 import pytest
 
