@@ -5,8 +5,8 @@ load costs a SIMD vector several FMAs, so a matmul is bound by its loads per out
 "register tiles"). `tile` (last of SINK_PASSES) makes an invocation (gidx_d = 2x + c) do the work of two, c = 0 and
 1, in one body: loads that do not depend on gidx_d become one (the graph is hash-consed), each copy has its own REG accumulators
 and both share each loop (one END). It doubles along the launch dim whose loads the copies share most, while the accumulators fit
-TILE_REGS and enough workgroups stay for the driver's threads. Only with the "tile" flag (VULKAN_DISABLE=tile); kernels with
-shared memory or barriers are left alone: their workgroups share memory by gidx.
+TILE_REGS and enough workgroups stay for the driver's threads, in kernels of TILE_MIN_WORK accumulator updates or more. Only with
+the "tile" flag (VULKAN_DISABLE=tile); kernels with shared memory or barriers are left alone: their workgroups share memory by gidx.
 """
 from __future__ import annotations
 from dataclasses import replace
@@ -14,12 +14,17 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.passes.loops import iconst, special
+from tinygrad_vk.renderer.passes.loops import iconst, special, passes_bound
 
 # accumulator elements per invocation at most (an 8x8 tile): tinygrad's eager launch walks the whole program's UOps on every call
 # (lower_and_compile's substitute), so a bigger kernel costs each call more host time
 TILE_REGS = 64
 MAX_UOPS = 6000      # a kernel this big is not doubled again: compile time grows with it
+# a kernel of fewer accumulator updates than this (bound: invocations x loop passes x accumulators) is not doubled: its first launch would
+# pay more (tinygrad's linearizer and the driver's compile on a kernel up to 4x the size) than a training run wins back. BERT tiny on
+# lavapipe 22.3, cold: first step 20.5 -> 17.6 s, steady step 0.256 -> 0.246 s (noise); at 1 << 24 the small attention matmuls
+# lose their tiles and the steady step gets 10% slower (scripts/train_timing.py)
+TILE_MIN_WORK = 1 << 22
 def _flat(srcs) -> tuple[UOp, ...]: return tuple(dict.fromkeys(x for s in srcs for x in (s.src if s.op is Ops.GROUP else (s,))))
 def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   """Each invocation does the work of two along g: gidx = 2 * gidx' + c for c = 0, 1."""
@@ -52,6 +57,8 @@ def tile(sink:UOp, caps:Caps) -> UOp|None:
   if not regs or 2 * sum(r.max_numel() for r in regs) > TILE_REGS: return None
   glob = [u for u in topo if u.op is Ops.SPECIAL and u.arg.startswith("gidx")]
   groups = prod(int(u.src[0].vmax) for u in glob)
+  lanes = prod(int(u.src[0].vmax) for u in topo if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
+  if groups * lanes * passes_bound(topo) * sum(r.max_numel() for r in regs) < TILE_MIN_WORK: return None
   # the global loads inside loops, a vector load counted by its lanes
   in_loop: dict[UOp, bool] = {}
   for u in topo: in_loop[u] = u.op is Ops.RANGE or any(in_loop[s] for s in u.src)
