@@ -153,18 +153,18 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   plan = KernelPlan(caps, abi, bufs, tuple((u, off) for u, (off, _) in zip(pvars, abi.vars)), local_size(uops),
                     KernelMeta(words=words, abi=abi))
   if not (big := {s for s, (isz, n) in slot_info.items() if pieced(caps, isz, n)}): return texel_slots(plan, uops)
-  # past maxStorageBufferRange without bda: in pieces where each workgroup's reach is bounded, else split into windows that
-  # each access selects from, when the descriptors hold them beside one window for the other slots
+  # past maxStorageBufferRange without bda (or with `reach`): in pieces where each workgroup's reach is bounded, else split into
+  # windows that each access selects from, when the descriptors hold them beside one window for the other slots
   reach, why = slot_reach(plan, uops, big)
   # each window whole 256-byte units within maxStorageBufferRange, with room for the view's start aligned down (by < 256 bytes)
   split, first, wb = {}, sum(b is not None for b in abi.binding), caps.range - caps.range % 256 - 256
-  if why and wb <= 0 and "reach" in caps: return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)   # no window fits
-  for s in sorted(why):
+  for s in sorted(why) if wb > 0 else ():
     isz, n = slot_info[s]
     split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
     first += k
-  if (need := sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))) > caps.bufs and "reach" in caps:
-    return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)   # windows are only preferred to addresses: by address
+  need = sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))
+  if "reach" in caps and why and (wb <= 0 or need > caps.bufs):   # windows are only preferred to addresses: by address
+    return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)
   if need > caps.bufs:
     raise CompileError(f"VULKAN: buffer {', '.join(map(str, sorted(why)))} of {kernel_name(uops)} is over maxStorageBufferRange "
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
