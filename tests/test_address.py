@@ -119,6 +119,27 @@ def test_small_buffers_by_address():
   off = run_python(SMALL_RANGE, {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_PROFILE": "min"})
   assert off.returncode != 0 and "over maxStorageBufferRange" in off.stderr and "needs bufferDeviceAddress" in off.stderr, off.stdout + off.stderr
 
+VECTORS = """
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor
+from util import data, kernel_sources, shows
+x, y = data(4 * 2503), data(4 * 2503)   # float4 lanes: a multiple of 4, of no workgroup size
+srcs = [s for s in kernel_sources(Tensor(x) * 2 + Tensor(y)) if shows(s, "vec4")]   # (consumes its tensor)
+np.testing.assert_array_equal((Tensor(x) * 2 + Tensor(y)).numpy(), x * np.float32(2) + y)
+print("ok", len(srcs), any(shows(s, "address") for s in srcs), any(shows(s, "vec4_var") for s in srcs))
+"""
+
+@needs_bda
+def test_vector_accesses_by_address_lane_by_lane():
+  # float4 accesses of a buffer passed by address read and write its lanes one by one (renderer/plan.py vector): a vec4 by
+  # address was ~4x slower on lavapipe 22.3 and killed SwiftShader (SIGILL). Through descriptors they stay vec4 declarations.
+  by_addr = run_python(VECTORS, {"VULKAN_MAX_STORAGE_RANGE": "4096", "VULKAN_REACH": "0"})
+  assert by_addr.returncode == 0 and by_addr.stdout.split()[-4:] == ["ok", "1", "True", "False"], by_addr.stdout + by_addr.stderr
+  if "vec" in Device["VULKAN"].caps:   # (the output at least: a texel slot's reads go lane by lane too, plan.py texel_slots)
+    desc = run_python(VECTORS)
+    assert desc.returncode == 0 and desc.stdout.split()[-4:] == ["ok", "1", "False", "True"], desc.stdout + desc.stderr
+
 @needs_bda
 @pytest.mark.skipif("i64" not in Device["VULKAN"].caps, reason="64-bit indexing needs shaderInt64")
 def test_64bit_index_by_address(monkeypatch):

@@ -73,7 +73,7 @@ MARKS = {"shared": (("shared ", "barrier();"), (" Workgroup", "OpControlBarrier"
          "vec4": (("vec4(",), ("OpCompositeConstruct %v4",)),                            # 4-lane vector values
          "vec4_var": (("vec4[",), ("_v4",)),                                              # a vec4 declaration of a binding
          "address": (("buffer_reference",), ("PhysicalStorageBuffer",)),                 # a buffer passed by device address
-         "address64": (("_at(", "uint64_t(_p"), ("OpConvertUToPtr",)),                   # its element address computed in 64 bits
+         "address64": (("_at(", "uint64_t(_p"), ("%at64_",)),                            # its element address computed in 64 bits
          "atomic": (("atomicAnd(",), ("OpAtomicAnd",))}                                  # a read-modify-write store of a packed field
 def shows(src:str, what:str) -> bool: return all(m in src for m in MARKS[what][is_spirv(src)])
 

@@ -117,8 +117,11 @@ class KernelPlan:
     b, n = sh.src[0], sh.max_numel()
     if b.op not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER): raise CompileError(f"VULKAN: no vector access through {b.op}")
     lanes = [self.element(b, sh.src[1], j) for j in range(n)]
+    # a slot passed by address is accessed lane by lane: there Mesa 22.3's llvmpipe loads a vec4 ~4x slower than 4 scalars whose
+    # alignment it cannot prove (GEMM 1024 by address 3.9 -> 10.9 GFLOP/s, add 16M 1.9 -> 6.2 GB/s), SwiftShader dies of SIGILL
+    # on the pointer cast to a vecN declaration (OpBitcast of a PhysicalStorageBuffer pointer), Mesa 25's lavapipe runs both alike
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       multiple_of(sh.src[1]) % n or lanes[0].addr64 or self.bufs[b.arg.slot].texel: return None, lanes
+       multiple_of(sh.src[1]) % n or self.bufs[b.arg.slot].address is not None or self.bufs[b.arg.slot].texel: return None, lanes
     return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
   def accesses(self, uops:list[UOp], ops=(Ops.LOAD, Ops.STORE)) -> Iterator[Access]:
     """The scalar accesses of global memory by these ops (a vector access's lanes), as the renderers write them."""

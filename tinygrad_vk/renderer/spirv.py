@@ -272,11 +272,10 @@ class Memory(Module):
       return self.branch(cond, lambda: fn(self.pointer(ref, j, w)) or "", lambda: go(w + 1))
     go(0)
   def pointer(self, ref:Ref, j:int=0, w:int|None=None, clamp=False) -> str:
-    if ref.addr64:   # the element's address in 64 bits: base + (idx + j) * size
-      i = self.add(ref.idx, j, dtypes.long)
-      base = self.prologue(f"u{ref.var}", lambda: self.op("OpConvertPtrToU", self.T(dtypes.ulong), ref.var))
-      off = self.op("OpBitcast", self.T(dtypes.ulong), self.op("OpIMul", self.T(dtypes.long), i, self.const(dtypes.long, ref.size)))
-      return self.op("OpConvertUToPtr", self.ptr(ref.sc, ref.ty), self.op("OpIAdd", self.T(dtypes.ulong), base, off))
+    # an int64 index: the driver computes the element's address in 64 bits (not OpConvertPtrToU/OpConvertUToPtr arithmetic, which
+    # SwiftShader reports unsupported: "SpirvShader.cpp:812 WARNING: UNSUPPORTED: ConvertPtrToU")
+    if ref.addr64: return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), ref.var, self.const(dtypes.int, 0), self.add(ref.idx, j, dtypes.long),
+                                  prefix="at64_")
     idx, var, it = ref.idx, ref.var, self.T(dtypes.int)
     if j or w: idx = self.op("OpIAdd", it, idx, self.const(dtypes.int, j - (w or 0) * ref.n))
     if w is not None:   # window w of a split slot; a read of every window keeps each index inside its own
