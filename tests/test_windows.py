@@ -2,6 +2,7 @@
 storage-buffer descriptors, no bufferDeviceAddress) a kernel of 20 inputs and one output stays whole, its buffers reached through
 windows over the memory blocks they lie in, or, with VULKAN_DISABLE=share, through copies gathered into a scratch window."""
 import pytest
+from tinygrad import Device
 from util import run_python
 # the end of every script: all work finished, no validation message, "ok"
 DONE = """
@@ -133,17 +134,20 @@ for _ in range(3):
   x = data(N)
   np.testing.assert_allclose(f(Tensor(x).realize()).numpy(), x * 3 - 1, rtol=1e-6)
 print("pieces", max(launches))
-try:   # a gather reads an index from memory: no workgroup's reach is bounded
-  Tensor(a)[Tensor(data(7, np.int32, lo=0, hi=N - 1).astype(np.int32))].numpy()
+try:   # a gather reads an index from memory: no workgroup's reach is bounded. One storage texel buffer holds `a` (flag texel)
+  idx = data(7, np.int32, lo=0, hi=N - 1).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(a)[Tensor(idx)].numpy(), a[idx])
   print("gathered")
 except CompileError as e: print("refused:", e)
+print("texel", "texel" in dev.caps)
 """ + DONE
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_in_pieces(ren):
   r = run_python(PIECES, {**MIN_1MIB, "DEV": f"VULKAN:{ren}"})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
-  assert "refused:" in r.stdout and "needs bufferDeviceAddress" in r.stdout, r.stdout
+  if "texel True" in r.stdout: assert "gathered" in r.stdout, r.stdout
+  else: assert "refused:" in r.stdout and "needs bufferDeviceAddress" in r.stdout, r.stdout
 
 SPLIT = """
 import sys; sys.path.insert(0, "tests")
@@ -180,6 +184,36 @@ for dt, npdt in ((dtypes.float32, np.float32), (dtypes.int8, np.int8)):
   np.testing.assert_array_equal(np.frombuffer(b.as_memoryview(), npdt), ref)
 print("splits", max(max(s, default=0) for s in splits))
 """ + DONE
+
+# a buffer every workgroup reads whole (a matmul's B, an embedding's rows at indexes read from memory): read-only 32-bit elements
+# go through one storage texel buffer (flag texel, llvmpipe: maxTexelBufferElements is 4x maxStorageBufferRange), else split
+TEXEL = """
+import sys; sys.path.insert(0, "tests")
+import numpy as np
+from tinygrad import Tensor, Device, nn
+from tinygrad_vk.instance import validation_messages
+from tinygrad_vk.program import VulkanProgram
+from util import data
+dev = Device["VULKAN"]
+assert "bda" not in dev.caps and dev.caps.range == 1 << 20, dev.caps
+progs, init = [], VulkanProgram.__init__
+VulkanProgram.__init__ = lambda self, d, obj: (init(self, d, obj), progs.append((len(self.split_slots), len(self.texel))))[0]
+x, y = data((37, 301)), data((301, 1001))   # y: 1.2 MB
+np.testing.assert_allclose((Tensor(x) @ Tensor(y)).numpy(), x @ y, rtol=1e-4, atol=1e-3)
+V, D = 601, 643   # 1.5 MB
+w, toks = data((V, D)), np.array([[V - 1, 0, 17, V // 2, 3, V - 2, 5]], dtype=np.int32)
+emb = nn.Embedding(V, D); emb.weight = Tensor(w).realize()
+np.testing.assert_array_equal(emb(Tensor(toks)).numpy(), w[toks])  # an index read from memory
+print("split", sum(1 for s, _ in progs if s), "texel", sum(1 for _, t in progs if t))
+""" + DONE
+
+@pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
+@pytest.mark.skipif("texel" not in Device["VULKAN"].caps, reason="no storage texel buffers of R32_UINT (the texel path: llvmpipe only)")
+def test_past_the_range_texel(ren):
+  r = run_python(TEXEL, {**MIN_1MIB, "DEV": f"VULKAN:{ren}"})
+  assert r.returncode == 0 and "ok" in r.stdout and "split 0 texel 2" in r.stdout, r.stdout + r.stderr
+  off = run_python(TEXEL, {**MIN_1MIB, "DEV": f"VULKAN:{ren}", "VULKAN_DISABLE": "texel"})
+  assert off.returncode == 0 and "ok" in off.stdout and "split 2 texel 0" in off.stdout, off.stdout + off.stderr
 
 @pytest.mark.parametrize("ren", ["GLSL", "SPIRV"])
 def test_past_the_range_split(ren):

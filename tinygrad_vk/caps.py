@@ -30,7 +30,8 @@ FLAGS = {
   "fillx": "local dims merged into x when x is narrower than a SIMD vector: llvmpipe packs invocations along x only (renderer/passes/simd.py)",
   "lanex": "local x is the local dim along which the fewest memory accesses scatter (llvmpipe gathers along x; renderer/passes/simd.py)",
   "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
-           "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper (renderer/plan.py texel_slots)",
+           "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper; also one past maxStorageBufferRange "
+           "that every workgroup reads whole, instead of split windows (renderer/plan.py texel_ok)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "

@@ -55,9 +55,10 @@ class VulkanProgram(Program["VulkanDevice"]):
     # and float4 accesses read the binding's vec4 declaration only where it is 4 (renderer/plan.py, KernelPlan.vector). The aligned pipeline is
     # built here, the others when a view with that alignment first shows up.
     # a windowed kernel has a pipeline per assignment of its slots to windows too (key: alignments + windows); the one built
-    # here has all of them in one window, as when the buffers share a memory block
+    # here has all of them in one window, as when the buffers share a memory block (a texel buffer at its own descriptor)
     self.aligned = (VEC_ALIGN,) * len(self.itemsize)
-    first = self.aligned + ((0,) * self.nbind if abi.windowed else ())
+    one = next((k for k in range(self.ndesc) if k not in self.texel), 0)
+    first = self.aligned + (tuple(j if j in self.texel else one for j in range(self.nbind)) if abi.windowed else ())
     try: self.pipelines[first] = self._pipeline(first)
     except BaseException:   # a pipeline does not need its module once created: this one can go now
       lib.vkDestroyShaderModule(dev.vkdev, self.module, NULL)
@@ -157,7 +158,11 @@ class VulkanProgram(Program["VulkanDevice"]):
       if aoff is not None:
         rem = (addr := b.gpu + b.offset) % ADDR_ALIGN
         struct.pack_into("<Q", pc, aoff, addr - rem)
-      elif win is not None: rem = win.offsets[i] * isz
+      elif win is not None:
+        rem = win.offsets[i] * isz
+        if (bnd := abi.binding[i]) in self.texel:   # its window is descriptor bnd's (windows.py `place`)
+          _, start, rng = win.spans[bnd]
+          self.views[bnd] = self.dev.allocator.texel_view(b.root, start, min(rng, 4 * caps.texels))
       else:
         rem, info = b.offset % caps.align, infos[bnd := abi.binding[i]]
         info.buffer, info.offset = b.handle, b.offset - rem

@@ -142,20 +142,26 @@ def place(prg:VulkanProgram, bufs, piece:tuple[int, int]|None=None) -> Windows:
   descriptors, the read-only windows with the fewest bytes are gathered into a scratch buffer (the written ones keep theirs)."""
   dev, caps, wins, offsets = prg.dev, prg.dev.caps, [], {}
   blocks: dict[Any, list[tuple[int, int, Any]]] = {}   # per VkBuffer, its descriptor-bound slots (offset, slot, view)
+  texels: dict[int, Window] = {}   # a storage texel buffer's window, at the descriptor of its binding (a texel one in the layout)
   for i, b in zip(prg.slots, bufs):
     if (rs := prg.reach.get(i)) is not None: wins.append(reach_window(caps, rs, i, b, piece))
+    elif (bnd := prg.abi.binding[i]) in prg.texel:
+      texels[bnd] = Window(b.handle, b.offset - b.offset % window_step(caps), round_up(b.offset + b.size, 4), [(i, b)], kept=True)
     elif (sp := prg.split_slots.get(i)) is not None:
       wins += split_windows(caps, sp, b, dev.scratch)
       offsets[i] = b.offset % window_step(caps) // prg.itemsize[i]
     elif prg.abi.binding[i] is not None: blocks.setdefault(b.handle, []).append((b.offset, i, b))
   for members in blocks.values(): wins += block_windows(caps, members, lambda i, b, s: binding_end(caps, prg.guard, i, b, s, prg.name))
   copies, scratches = [], []
-  if len(wins) > prg.ndesc:
-    wins, placed, size = plan_gather(caps, wins, prg.ndesc, {prg.slots[j] for j in prg.written}, prg.name)
+  if len(wins) + len(texels) > prg.ndesc:
+    wins, placed, size = plan_gather(caps, wins, prg.ndesc - len(texels), {prg.slots[j] for j in prg.written}, prg.name)
     scratches.append((scratch := dev.allocator.alloc(size, GATHER_SPEC), size))
     copies = [(b.view(round_up(b.size + lead, 4), -lead), scratch.view(round_up(b.size + lead, 4), dst - lead)) for _, b, dst, lead in placed]
     dev.gathered += len(copies)
     wins.append(Window(scratch.handle, scratch.offset, scratch.offset + size, [(i, scratch.view(b.size, dst)) for i, b, dst, _ in placed]))
+  if texels:   # the other windows fill the other descriptors in order, the scratch any left before a texel one
+    rest, empty = iter(wins), Window(dev.scratch.handle, dev.scratch.offset, dev.scratch.offset + dev.scratch.size)
+    wins = [texels[k] if k in texels else next(rest, empty) for k in range(max(len(wins) + len(texels), max(texels) + 1))]
   of = assign(wins, prg.nbind, prg.abi.binding, prg.itemsize, offsets, prg.name)
   return Windows(scratches, [(w.handle, w.start, w.end - w.start) for w in wins], of, offsets, copies)
 

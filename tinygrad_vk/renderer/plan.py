@@ -159,13 +159,17 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
   # past maxStorageBufferRange without bda (or with `reach`): in pieces where each workgroup's reach is bounded, else split into
   # windows that each access selects from, when the descriptors hold them beside one window for the other slots
   reach, why = slot_reach(plan, uops, big)
+  # a slot read whole by every workgroup, read-only, of 32-bit elements: one storage texel buffer where maxTexelBufferElements holds
+  # it (llvmpipe: 4x maxStorageBufferRange), at its own binding's descriptor (windows.py `place`), not windows each access reads all of
+  texel = {s for s in texel_ok(plan, uops, set(why)) if cast(int, abi.binding[s]) < caps.bufs}
+  why = {s: w for s, w in why.items() if s not in texel}
   # each window whole 256-byte units within maxStorageBufferRange, with room for the view's start aligned down (by < 256 bytes)
   split, first, wb = {}, sum(b is not None for b in abi.binding), caps.range - caps.range % 256 - 256
   for s in sorted(why) if wb > 0 else ():
     isz, n = slot_info[s]
     split[s] = (k := ceildiv(cast(int, n) * isz + 256, wb), wb, first)   # big: pieced, of a known size
     first += k
-  need = sum(k for k, _, _ in split.values()) + (len(slot_info) > len(split))
+  need = sum(k for k, _, _ in split.values()) + len(texel) + (len(slot_info) > len(split) + len(texel))
   if "reach" in caps and why and (wb <= 0 or need > caps.bufs):   # windows are only preferred to addresses: by address
     return plan_kernel(replace(caps, flags=caps.flags - {"reach"}), uops)
   if need > caps.bufs:
@@ -173,20 +177,26 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
   abi = kernel_abi(caps, sizes, vdts, wide, sum(k for k, _, _ in split.values()))   # the descriptors count the windows
-  return replace(plan, abi=abi, meta=replace(plan.meta, reach=reach, split=split, abi=abi))
+  bufs = {s: replace(b, texel=True) if s in texel else b for s, b in plan.bufs.items()}
+  return replace(plan, abi=abi, bufs=bufs, meta=replace(plan.meta, reach=reach, split=split, abi=abi))
 
 # texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
 MAX_TEXELS = 15
 
-def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
-  """The plan with the slots read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a branch
-  and a bounds check each, a texel buffer with one gather. A slot qualifies when the kernel only reads it, through a descriptor of
-  an unwindowed kernel, every access a 32-bit element (a texel of R32_UINT, the one format: each type is read as its bits) and
-  its binding within maxTexelBufferElements; the first MAX_TEXELS of them. Its vector accesses read lanes."""
+def texel_ok(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> set[int]:
+  """The slots of these that may be read through storage texel buffers ("texel"): llvmpipe loads a storage buffer lane by lane, a
+  branch and a bounds check each, a texel buffer with one gather. A slot qualifies when the kernel only reads it, through a
+  descriptor, every access a 32-bit element (a texel of R32_UINT, the one format: each type is read as its bits), and its binding
+  (from a start aligned down by < 256 bytes) is within maxTexelBufferElements; the first MAX_TEXELS of them. Its vector accesses
+  read lanes."""
   caps = plan.caps
-  if "texel" not in caps or plan.abi.windowed: return plan
-  ok = {s for s, b in plan.bufs.items() if not b.writable and b.binding is not None and b.dtype.itemsize == 4 and
+  if "texel" not in caps: return set()
+  ok = {s for s in slots if not (b := plan.bufs[s]).writable and b.binding is not None and b.dtype.itemsize == 4 and
         cast(int, numel(b.uop._shape)) + 256 // 4 <= caps.texels}
   ok -= {a.slot for a in plan.accesses(uops, (Ops.LOAD,)) if a.dtype.itemsize != 4 or a.k != 1}
-  ok = set(sorted(ok)[:MAX_TEXELS])
-  return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()}) if ok else plan
+  return set(sorted(ok)[:MAX_TEXELS])
+
+def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
+  """The plan with the slots of an unwindowed kernel that qualify (texel_ok) read through storage texel buffers."""
+  if plan.abi.windowed or not (ok := texel_ok(plan, uops, set(plan.bufs))): return plan
+  return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()})
