@@ -48,6 +48,12 @@ def missing(*dts) -> str:
 
 def needs(*dts): return pytest.mark.skipif(bool(m := missing(*dts)), reason=m)
 
+def vectors(nbytes:int) -> bool:
+  """Whether float4 accesses of a buffer of nbytes read a vecN declaration: with flag vec, through a descriptor (past
+  maxStorageBufferRange, by address, they go lane by lane: renderer/plan.py KernelPlan.vector)."""
+  caps = Device["VULKAN"].caps
+  return "vec" in caps and nbytes <= caps.range
+
 def kernel_programs(t:Tensor, device="VULKAN") -> list[UOp]:
   """The PROGRAM of every kernel that realizing t would run, from the renderer DEV picks: `.arg` is its ProgramInfo (launch
   dims), `.src[2].arg` its source. Consumes t: scheduling it leaves running the schedule to the caller."""
