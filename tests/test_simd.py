@@ -1,6 +1,7 @@
 """On a driver that packs invocations into SIMD vectors along local x only (llvmpipe: the "fillx" flag), a kernel whose local x is
-narrower than a vector gets its local dims merged into x (tinygrad_vk/renderer/passes/simd.py); every element stays right. The structure
-checks run on llvmpipe and fail under VULKAN_DISABLE=fillx; the values are checked on any device."""
+narrower than a vector gets its local dims merged into x, and where it takes each workgroup as a task ("wide"), neighbouring workgroups
+are joined along x (tinygrad_vk/renderer/passes/simd.py); every element stays right. The structure checks run on llvmpipe and fail
+under VULKAN_DISABLE=fillx / wide; the values are checked on any device."""
 from dataclasses import replace
 import numpy as np
 import util
@@ -27,7 +28,7 @@ def test_matmul_local_dims_merged(m, k, n):
   if LLVMPIPE:
     caps = Device["VULKAN"].renderer.caps
     # fill_x alone: lanes_x (test_lanes_along_x) may already put the 16 on x
-    merged, plain = (local_sizes(Tensor(a) @ Tensor(b), caps.flags - {"lanex"} - off) for off in (set(), {"fillx"}))
+    merged, plain = (local_sizes(Tensor(a) @ Tensor(b), caps.flags - {"lanex", "wide"} - off) for off in (set(), {"fillx"}))
     assert any(p[0] < 8 and p[1] > 1 for p in plain), plain
     assert all(q[0] >= 8 or q[1:] == (1, 1) for q in merged) and [np.prod(q) for q in merged] == [np.prod(p) for p in plain], (plain, merged)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
@@ -47,10 +48,27 @@ def test_grouped_reduction_merged(opts):
   lin, var_vals = Tensor(xn).sum(1).linear_with_vars()
   call = next(c for c in lin.src if c.src[0].op is Ops.SINK)
   new = call.replace(src=(call.src[0].replace(arg=replace(call.src[0].arg, opts_to_apply=opts)),) + call.src[1:])
-  prg = to_program(new.src[0], renderer(Device["VULKAN"].renderer.caps.flags - {"lanex"}))   # fill_x alone
+  prg = to_program(new.src[0], renderer(Device["VULKAN"].renderer.caps.flags - {"lanex", "wide"}))   # fill_x alone
   if LLVMPIPE: assert prg.arg.local_size[0] >= 8 and prg.arg.local_size[1:] == (1, 1), prg.arg.local_size
   run_linear(lin.replace(src=tuple(new if c is call else c for c in lin.src)), var_vals)
   np.testing.assert_allclose(np.frombuffer(new.src[1].buffer.as_memoryview(), np.float32), xn.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+
+WIDE = "wide" in Device["VULKAN"].phys.flags()
+# n elements, each lane of tinygrad's kernel: upcast 3 in workgroups of 32, 5087 of them (a prime: no divisor joins them exactly, the
+# last joined workgroup runs past the end); 3 x 32 x 4000 (joined 8 at a time exactly); 4 x 100003 (upcast 4, no local dims at all)
+@pytest.mark.parametrize("n,plain", [(96 * 5087, (32, 1, 1)), (96 * 4000, (32, 1, 1)), (4 * 100003, (1, 1, 1))],
+                         ids=["rounded_up", "exact", "no_locals"])
+def test_workgroups_widened(n, plain):
+  # in place (a = a * 0.75 + b): an invocation past the end that stored would write what it read again, scaled twice
+  a, b = data(n), data(n)
+  def step():
+    x = Tensor(a).contiguous().realize()
+    return x.assign(x * 0.75 + Tensor(b))
+  if WIDE:
+    caps = Device["VULKAN"].renderer.caps   # 256 invocations, or fewer where a profile's limits say so
+    joined = (min(256, caps.wgsize[0], caps.wginv), 1, 1)
+    assert local_sizes(step(), caps.flags - {"wide"}) == [plain] and local_sizes(step(), caps.flags) == [joined]
+  np.testing.assert_allclose(step().numpy(), a.astype(np.float64) * 0.75 + b, rtol=1e-6, atol=1e-6)
 
 def conv_ref(x:np.ndarray, w:np.ndarray) -> np.ndarray:
   """conv2d with padding 1 in float64: each 3x3 tap as one einsum over the padded input."""

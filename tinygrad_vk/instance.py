@@ -233,7 +233,7 @@ class PhysicalDevice:
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
     if "bda" in out and env_number("VULKAN_REACH", int(measure(self).address_cost > ADDR_SLOW)): out.add("reach")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
-      out |= {"fillx", "lanex", "tile"}   # its SIMD vectors run along local x only; a load costs several FMAs
+      out |= {"fillx", "wide", "lanex", "tile"}   # SIMD vectors along local x only, a task per workgroup, a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
       # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels.
       lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp := ffi.new("VkFormatProperties*"))

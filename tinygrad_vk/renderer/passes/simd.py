@@ -5,7 +5,8 @@ llvmpipe runs a workgroup one SIMD vector of MIN_LANES (8 on AVX2) invocations a
 `fill_x` (SINK_PASSES, after hoist.py and loops.py, which reason about the kernel's own local dims) merges all local
 dims into x when x is narrower than a vector, x still moving fastest: the invocations and their shared memory stay the same, only
 their packing changes. When even all of them are fewer than a vector and the kernel shares no memory (independent invocations),
-f neighbouring workgroups along gidx0 join x too (f divides their number). Only with the "fillx" flag (VULKAN_DISABLE=fillx).
+f neighbouring workgroups along gidx0 join x too (f divides their number; where the "wide" flag is on, widen joins them instead).
+Only with the "fillx" flag (VULKAN_DISABLE=fillx).
 
 `lanes_x` (before fill_x) picks which local dim runs along x: the one along which the fewest memory accesses scatter. A vector of
 8 lanes whose addresses are a cache line or more apart costs 8 cache lines (and often 8 pages) per gather, where neighbouring or
@@ -13,12 +14,22 @@ equal addresses cost one or two. tinygrad puts the output's rows on local x in a
 order), so A's reads scatter across rows while B's are one address; with the columns on x B's are neighbours and A's one address:
 GEMM 1024 ran 1.02-1.08x and conv2d b8 32->64 3x3 64x64 1.02-1.03x faster, paired. Invocations are only renumbered within their workgroup:
 the same set runs, with its shared memory and barriers. Only with the "lanex" flag (VULKAN_DISABLE=lanex).
+
+`widen` (last of SINK_PASSES, on the kernel the others made) joins f neighbouring workgroups of a kernel that shares no memory along
+x, up to WIDE invocations: llvmpipe takes each workgroup from its thread pool as a task of its own, ~50 ns apiece on Mesa 22.3 here,
+which an elementwise kernel of 32 invocations a workgroup pays again and again (tinygrad's E_40696_32_3, BERT's zero_grad and LAMB
+updates of its 30522x128 embedding: 4.6 -> 2.8 ms). When local x is whole vectors, every
+vector keeps its lanes (each lies in one old workgroup), so only the tasks change. Where no divisor of the workgroup count comes
+within half of WIDE, the count is rounded up: the extra invocations compute with the last workgroup's index and store nothing
+(E_30001_32_4: 3.0 -> 1.9 ms; tinygrad gives a 1-D kernel of 976705 workgroups no local dims, 8x the vectors: 57 -> 2.6 ms), except
+in a kernel with a buffer reached in pieces. Only with the "wide" flag (VULKAN_DISABLE=wide); enough workgroups stay for the threads.
 """
 from __future__ import annotations
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.dtype import AddrSpace
 from tinygrad.helpers import prod, ceildiv
 from tinygrad_vk.caps import Caps
+from tinygrad_vk.renderer.abi import pieced, numel
 from tinygrad_vk.renderer.passes.loops import MIN_LANES, iconst, special, dims, unflatten
 
 LINE = 64   # bytes: accesses of neighbouring lanes this far apart touch a cache line each
@@ -65,18 +76,50 @@ def lanes_x(sink:UOp, caps:Caps) -> UOp|None:
   out = sink.substitute(tmp, walk=True)
   return out.substitute({tmp[loc["lidx0"]]: special(f"lidx{best}", sizes[0]), tmp[loc[f"lidx{best}"]]: special("lidx0", sizes[best])}, walk=True)
 
+def _independent(topo) -> bool: return not any(u.op is Ops.BARRIER or (u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL) for u in topo)
+def _groups(topo) -> tuple[UOp|None, int]:
+  g = next((u for u in topo if u.op is Ops.SPECIAL and u.arg == "gidx0"), None)
+  return g, int(g.src[0].vmax) if g is not None and g.src[0].vmin == g.src[0].vmax else 0
+def _join(sink:UOp, loc:dict[str, UOp], sizes:list[int], g:UOp|None, G:int, f:int) -> UOp:
+  """The local dims flattened into x (dim 0 fastest), and f neighbouring workgroups along gidx0 with them (rounded up where f does
+  not divide G: the invocations past it take the last workgroup's index and every store is gated off for them)."""
+  L = prod(sizes)
+  x = special("lidx0", L * f)
+  sub = unflatten(x, loc, "l", sizes, L * f)
+  if f == 1 or g is None: return sink.substitute(sub, walk=True)
+  raw = special("gidx0", ceildiv(G, f)) * iconst(f) + (x.alu(Ops.CDIV, iconst(L)) if L > 1 else x)
+  if G % f == 0: return sink.substitute({**sub, g: raw}, walk=True)
+  live = raw < iconst(G)
+  out = sink.substitute({**sub, g: live.where(raw, iconst(G - 1))}, walk=True)
+  return out.substitute({u: u.replace(src=(*u.src[:2], u.src[2] & live if len(u.src) > 2 else live))
+                         for u in out.toposort() if u.op is Ops.STORE}, walk=True)
+
 def fill_x(sink:UOp, caps:Caps) -> UOp|None:
   topo = sink.toposort()
   loc, sizes = dims(topo, "l")
   if sizes[0] >= MIN_LANES: return None
   L, f = prod(sizes), 1
-  g = next((u for u in topo if u.op is Ops.SPECIAL and u.arg == "gidx0"), None)
-  if L < MIN_LANES and g is not None and g.src[0].vmin == g.src[0].vmax and \
-     not any(u.op is Ops.BARRIER or (u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL) for u in topo):
-    G = int(g.src[0].vmax)
+  g, G = _groups(topo)
+  # workgroups are joined once, by widen where it runs (one join: nested ones would add index arithmetic)
+  if L < MIN_LANES and G and _independent(topo) and "wide" not in caps:
     f = next((f for f in range(ceildiv(MIN_LANES, L), G + 1) if G % f == 0 and L * f <= min(caps.wgsize[0], caps.wginv)), 1)
   if f == 1 and L == sizes[0]: return None
-  x = special("lidx0", L * f)
-  sub = unflatten(x, loc, "l", sizes, L * f)
-  if f > 1 and g is not None: sub[g] = special("gidx0", int(g.src[0].vmax) // f) * iconst(f) + (x.alu(Ops.CDIV, iconst(L)) if L > 1 else x)
-  return sink.substitute(sub, walk=True)
+  return _join(sink, loc, sizes, g, G, f)
+
+WIDE = 256   # invocations a workgroup: a zero fill as E_40696_32_3 ran 4.6 ms at 32, 3.2 at 64, 3.0 at 128, 2.8 at 256
+def widen(sink:UOp, caps:Caps) -> UOp|None:
+  topo = sink.toposort()
+  loc, sizes = dims(topo, "l")
+  g, G = _groups(topo)
+  L, top = prod(sizes), min(WIDE, caps.wgsize[0], caps.wginv)
+  # a vector's lanes stay where they were only when x is whole vectors (or all of the workgroup: fill_x ran first)
+  if not G or L * 2 > top or (sizes[0] % MIN_LANES and L != sizes[0]) or not _independent(topo): return None
+  exact = [f for f in range(2, top // L + 1) if G % f == 0]
+  busy = [f for f in range(2, top // L + 1) if G // f >= 4 * max(caps.threads, 1)]   # workgroups enough for the driver's threads
+  f = max((f for f in exact if f in busy), default=1)
+  if L * f < MIN_LANES: f = next((f for f in exact if L * f >= MIN_LANES), f)   # whole vectors before busy threads
+  # no divisor within half of the aim: the count rounded up, unless a buffer is reached in pieces, whose windows need each index
+  # affine in gidx0 (reach.py)
+  pieces = any(pieced(caps, u.dtype.itemsize, numel(u._shape)) for u in topo if u.op is Ops.PARAM and u.addrspace == AddrSpace.GLOBAL)
+  if 2 * L * f <= top and busy and busy[-1] > f and not pieces: f = busy[-1]
+  return None if f == 1 else _join(sink, loc, sizes, g, G, f)
