@@ -44,14 +44,11 @@ INT_OPS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "sub": lambda a
            "where": lambda a, b: (a < b).where(a, b) if isinstance(a, Tensor) else np.where(a < b, a, b)}
 
 @needs_glslang
-def test_glsl_value_selects_are_not_branches(monkeypatch):
+def test_glsl_value_selects_are_not_branches():
   # glslang compiles every ?: into a branch and a Function variable: SwiftShader took minutes and 17 GB to build a half kernel with
   # 99 of them (tests/test_half_models.py under VULKAN_PROFILE=min). Selects of values (where, casts from bool, the log2 and sqrt
-  # guards) are mix() with a bool selector, one OpSelect each; only the loop branches remain (and gated stores: without the "wide"
-  # pass, whose rounded-up workgroups of 1031 elements gate the store)
+  # guards) are mix() with a bool selector, one OpSelect each; only the loop branches remain
   from tinygrad_vk.compiler import disassemble
-  from tinygrad_vk.renderer import passes
-  monkeypatch.setattr(passes, "SINK_PASSES", tuple(p for p in passes.SINK_PASSES if p[0] != "wide"))
   from util import glsl_compiler
   x = data(1031)
   def fn(): return (Tensor(x) > 0).where(Tensor(x).log2(), Tensor(x).sqrt()) + (Tensor(x) < 1).cast(dtypes.float)

@@ -18,11 +18,12 @@ the same set runs, with its shared memory and barriers. Only with the "lanex" fl
 `widen` (last of SINK_PASSES, on the kernel the others made) joins f neighbouring workgroups of a kernel that shares no memory along
 x, up to WIDE invocations: llvmpipe takes each workgroup from its thread pool as a task of its own, ~50 ns apiece on Mesa 22.3 here,
 which an elementwise kernel of 32 invocations a workgroup pays again and again (tinygrad's E_40696_32_3, BERT's zero_grad and LAMB
-updates of its 30522x128 embedding: 4.6 -> 2.8 ms). When local x is whole vectors, every
-vector keeps its lanes (each lies in one old workgroup), so only the tasks change. Where no divisor of the workgroup count comes
-within half of WIDE, the count is rounded up: the extra invocations compute with the last workgroup's index and store nothing
-(E_30001_32_4: 3.0 -> 1.9 ms; tinygrad gives a 1-D kernel of 976705 workgroups no local dims, 8x the vectors: 57 -> 2.6 ms), except
-in a kernel with a buffer reached in pieces. Only with the "wide" flag (VULKAN_DISABLE=wide); enough workgroups stay for the threads.
+updates of its 30522x128 embedding: 4.6 -> 2.8 ms). When local x is whole vectors, every vector keeps its lanes (each lies in one
+old workgroup), so only the tasks change. Where no divisor of the workgroup count comes within half of WIDE, the count is rounded
+up: the extra invocations compute with the last workgroup's index and store nothing (E_30001_32_4: 3.0 -> 1.9 ms; tinygrad gives a
+1-D kernel of 976705 workgroups no local dims, 8x the vectors: 57 -> 2.6 ms), except in a kernel of fewer than ROUND_MIN
+invocations or with a buffer reached in pieces. Only with the "wide" flag (VULKAN_DISABLE=wide); workgroups enough for the
+driver's threads stay.
 """
 from __future__ import annotations
 from tinygrad.uop.ops import Ops, UOp
@@ -107,6 +108,7 @@ def fill_x(sink:UOp, caps:Caps) -> UOp|None:
   return _join(sink, loc, sizes, g, G, f)
 
 WIDE = 256   # invocations a workgroup: a zero fill as E_40696_32_3 ran 4.6 ms at 32, 3.2 at 64, 3.0 at 128, 2.8 at 256
+ROUND_MIN = 1 << 16   # invocations a kernel needs before its workgroups are rounded up (~2 us of tasks to win below)
 def widen(sink:UOp, caps:Caps) -> UOp|None:
   topo = sink.toposort()
   loc, sizes = dims(topo, "l")
@@ -118,8 +120,9 @@ def widen(sink:UOp, caps:Caps) -> UOp|None:
   busy = [f for f in range(2, top // L + 1) if G // f >= 4 * max(caps.threads, 1)]   # workgroups enough for the driver's threads
   f = max((f for f in exact if f in busy), default=1)
   if L * f < MIN_LANES: f = next((f for f in exact if L * f >= MIN_LANES), f)   # whole vectors before busy threads
-  # no divisor within half of the aim: the count rounded up, unless a buffer is reached in pieces, whose windows need each index
-  # affine in gidx0 (reach.py)
-  pieces = any(pieced(caps, u.dtype.itemsize, numel(u._shape)) for u in topo if u.op is Ops.PARAM and u.addrspace == AddrSpace.GLOBAL)
-  if 2 * L * f <= top and busy and busy[-1] > f and not pieces: f = busy[-1]
+  # no divisor within half of the aim: the count rounded up, in a kernel big enough to pay for the gates (a small one keeps its
+  # stores ungated, as tinygrad's tests expect) and with no buffer reached in pieces, whose windows need each index affine in gidx0
+  if 2 * L * f <= top and busy and busy[-1] > f and G * L >= ROUND_MIN and \
+     not any(pieced(caps, u.dtype.itemsize, numel(u._shape)) for u in topo if u.op is Ops.PARAM and u.addrspace == AddrSpace.GLOBAL):
+    f = busy[-1]
   return None if f == 1 else _join(sink, loc, sizes, g, G, f)
