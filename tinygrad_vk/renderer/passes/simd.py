@@ -116,13 +116,12 @@ def widen(sink:UOp, caps:Caps) -> UOp|None:
   L, top = prod(sizes), min(WIDE, caps.wgsize[0], caps.wginv)
   # a vector's lanes stay where they were only when x is whole vectors (or all of the workgroup: fill_x ran first)
   if not G or L * 2 > top or (sizes[0] % MIN_LANES and L != sizes[0]) or not _independent(topo): return None
-  exact = [f for f in range(2, top // L + 1) if G % f == 0]
-  busy = [f for f in range(2, top // L + 1) if G // f >= 4 * max(caps.threads, 1)]   # workgroups enough for the driver's threads
-  f = max((f for f in exact if f in busy), default=1)
-  if L * f < MIN_LANES: f = next((f for f in exact if L * f >= MIN_LANES), f)   # whole vectors before busy threads
+  most = min(top // L, G // (4 * max(caps.threads, 1)))   # joined at most: within the aim, workgroups enough for the driver's threads
+  f = max((f for f in range(2, most + 1) if G % f == 0), default=1)
+  if L * f < MIN_LANES: f = next((f for f in range(2, top // L + 1) if G % f == 0 and L * f >= MIN_LANES), f)   # whole vectors first
   # no divisor within half of the aim: the count rounded up, in a kernel big enough to pay for the gates (a small one keeps its
   # stores ungated, as tinygrad's tests expect) and with no buffer reached in pieces, whose windows need each index affine in gidx0
-  if 2 * L * f <= top and busy and busy[-1] > f and G * L >= ROUND_MIN and \
+  if 2 * L * f <= top and most > f and G * L >= ROUND_MIN and \
      not any(pieced(caps, u.dtype.itemsize, numel(u._shape)) for u in topo if u.op is Ops.PARAM and u.addrspace == AddrSpace.GLOBAL):
-    f = busy[-1]
+    f = most
   return None if f == 1 else _join(sink, loc, sizes, g, G, f)
