@@ -70,6 +70,16 @@ def test_workgroups_widened(n, plain):
     assert local_sizes(step(), caps.flags - {"wide"}) == [plain] and local_sizes(step(), caps.flags) == [joined]
   np.testing.assert_allclose(step().numpy(), a.astype(np.float64) * 0.75 + b, rtol=1e-6, atol=1e-6)
 
+def test_workgroups_widened_across_the_grid():
+  # BERT's decoder logits, smaller: tinygrad gives (40, 128) @ (128, 6 * 3299) workgroups of 4 invocations, 3299 (a prime) along x
+  # and 5 along y: 65980 invocations in all, enough to round x up although x alone has 13196
+  a, w = data((40, 128)), data((6 * 3299, 128))
+  if WIDE:
+    caps = Device["VULKAN"].renderer.caps
+    assert local_sizes(Tensor(a) @ Tensor(w).T, caps.flags - {"wide"}) == [(4, 1, 1)]
+    assert local_sizes(Tensor(a) @ Tensor(w).T, caps.flags) == [(min(256, caps.wgsize[0], caps.wginv), 1, 1)]
+  np.testing.assert_allclose((Tensor(a) @ Tensor(w).T).numpy(), a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+
 def conv_ref(x:np.ndarray, w:np.ndarray) -> np.ndarray:
   """conv2d with padding 1 in float64: each 3x3 tap as one einsum over the padded input."""
   xp, (_, _, H, W) = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1))), x.shape

@@ -21,8 +21,9 @@ which an elementwise kernel of 32 invocations a workgroup pays again and again (
 updates of its 30522x128 embedding: 4.6 -> 2.8 ms). When local x is whole vectors, every vector keeps its lanes (each lies in one
 old workgroup), so only the tasks change. Where no divisor of the workgroup count comes within half of WIDE, the count is rounded
 up: the extra invocations compute with the last workgroup's index and store nothing (E_30001_32_4: 3.0 -> 1.9 ms; tinygrad gives a
-1-D kernel of 976705 workgroups no local dims, 8x the vectors: 57 -> 2.6 ms), except in a kernel of fewer than ROUND_MIN
-invocations or with a buffer reached in pieces. Only with the "wide" flag (VULKAN_DISABLE=wide); workgroups enough for the
+1-D kernel of 976705 workgroups no local dims, 8x the vectors: 57 -> 2.6 ms; BERT's decoder logits r_5_5087_2_2_3_4_32_4, half-empty
+vectors of 4 invocations, 5087 x 5 workgroups: 33 -> 17 ms), except in a kernel of fewer than ROUND_MIN invocations (the whole grid)
+or with a buffer reached in pieces. Only with the "wide" flag (VULKAN_DISABLE=wide); workgroups enough for the
 driver's threads stay.
 """
 from __future__ import annotations
@@ -121,7 +122,7 @@ def widen(sink:UOp, caps:Caps) -> UOp|None:
   if L * f < MIN_LANES: f = next((f for f in range(2, top // L + 1) if G % f == 0 and L * f >= MIN_LANES), f)   # whole vectors first
   # no divisor within half of the aim: the count rounded up, in a kernel big enough to pay for the gates (a small one keeps its
   # stores ungated, as tinygrad's tests expect) and with no buffer reached in pieces, whose windows need each index affine in gidx0
-  if 2 * L * f <= top and most > f and G * L >= ROUND_MIN and \
+  if 2 * L * f <= top and most > f and L * prod(dims(topo, "g")[1]) >= ROUND_MIN and \
      not any(pieced(caps, u.dtype.itemsize, numel(u._shape)) for u in topo if u.op is Ops.PARAM and u.addrspace == AddrSpace.GLOBAL):
     f = most
   return None if f == 1 else _join(sink, loc, sizes, g, G, f)
