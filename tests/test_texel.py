@@ -1,6 +1,7 @@
 """On llvmpipe (the "texel" flag) a kernel reads its read-only 32-bit buffers through storage texel buffers, not storage buffers
 (renderer/plan.py texel_slots): gallivm loads a storage buffer lane by lane, a texel buffer with one gather. The runtime binds an
-R32_UINT view of each buffer range, made once and destroyed with the buffer (program.py, memory.py). The structure checks run on
+R32_UINT view of each buffer range (R32G32B32A32_UINT where the kernel reads it in aligned float4s only, flag texel4), made once
+and destroyed with the buffer (program.py, memory.py). The structure checks run on
 llvmpipe and fail under VULKAN_DISABLE=texel; the values are checked first, on any device and path, and a structure check that
 cannot apply skips naming why."""
 import functools
@@ -66,6 +67,31 @@ def test_views_at_offsets(off):
   r = UOp.range(n, 0, AxisType.LOOP)
   run_kernel([o.index(r).store(p.index(r) * 3 + 1).end(r)], [src, out])
   np.testing.assert_allclose(np.frombuffer(out.as_memoryview(), np.float32), base[off:off + n] * 3 + 1, rtol=1e-6)
+
+def rgba_buffers(src:str) -> int: return src.count("OpVariable %puc_img_rgba32ui" if is_spirv(src) else "rgba32ui")
+
+@pytest.mark.parametrize("n", [4 * 257, 4 * 33 + 4096])
+def test_float4_reads_as_rgba_texels(n):
+  """Read only in float4s at indexes that are multiples of 4: an R32G32B32A32_UINT texel buffer ("texel4"), a texel a float4 where
+  the view's element offset keeps it aligned, else a lane a component of a texel. Views at element offsets 0..4 past the binding
+  alignment (tinygrad folds Tensor slices into index arithmetic: a Buffer.view is bound at its offset), so both run, and views
+  that end inside a texel (its view rounded up to whole texels)."""
+  A = util.bind_align()
+  base = data(A + n + 16)
+  whole = Buffer("VULKAN", base.size, dtypes.float32, initial_value=base.tobytes())
+  pa, pb, po = UOp.param(0, dtypes.float32, (n,)), UOp.param(1, dtypes.float32, (n,)), UOp.param(2, dtypes.float32, (n,))
+  r = UOp.range(n, 0, AxisType.GLOBAL)   # a GLOBAL axis: tinygrad's optimizer upcasts it into float4 accesses
+  stores = [po.index(r).store(pa.index(r) + pb.index(r) * 2).end(r)]
+  for start in range(5):
+    a, b = whole.view(n, dtypes.float32, A + 4 * start), whole.view(n, dtypes.float32, A + 4 * (start + 3))
+    out = Buffer("VULKAN", n, dtypes.float32).allocate()
+    run_kernel(stores, [a, b, out])
+    s = A // 4 + start
+    np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), np.float32), base[s:s + n] + base[s + 3:s + 3 + n] * 2,
+                                  err_msg=f"offset {start}")
+  structure(base)
+  if "texel4" not in Device["VULKAN"].phys.flags(): pytest.skip("structure: the driver has no RGBA32 texel buffers (flag texel4)")
+  assert rgba_buffers(util.kernel_source(stores)) == 2, util.kernel_source(stores)[:3000]
 
 def test_graph_replays_texels():
   # a TinyJit graph keeps its descriptor sets, and so its texel views, across replays with new inputs

@@ -34,6 +34,8 @@ FLAGS = {
   "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
            "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper; also one past maxStorageBufferRange "
            "that every workgroup reads whole, instead of split windows (renderer/plan.py texel_ok)",
+  "texel4": "a texel buffer read only in aligned float4s is an RGBA32 one, a texel a load: one gather for 4 floats instead of 4 "
+            "(renderer/plan.py texel_slots)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
@@ -45,14 +47,14 @@ FLAGS = {
            "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
-REQUIRES = {"f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
+REQUIRES = {"texel4": ("texel",), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
   while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist fillx wide lanex texel tile share reach".split()}
+                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist fillx wide lanex texel texel4 tile share reach".split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -130,7 +132,7 @@ def disabled_flags(spec:str) -> set[str]:
 # measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
 # the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
 # docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "wide", "lanex", "texel", "tile", "share", "denorm", "reach"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "wide", "lanex", "texel", "texel4", "tile", "share", "denorm", "reach"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -235,9 +235,11 @@ class PhysicalDevice:
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
       out |= {"fillx", "wide", "lanex", "tile"}   # SIMD vectors along local x only, a task per workgroup, a load costs several FMAs
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
-      # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels.
-      lib.vkGetPhysicalDeviceFormatProperties(self.handle, vk.VK_FORMAT_R32_UINT, fp := ffi.new("VkFormatProperties*"))
-      if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT: out.add("texel")
+      # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels, "texel4" aligned
+      # float4s as R32G32B32A32_UINT ones: a gather of 4 floats costs about what one of a float does (scripts/vkfloor.py)
+      for fmt, flag in ((vk.VK_FORMAT_R32_UINT, "texel"), (vk.VK_FORMAT_R32G32B32A32_UINT, "texel4")):
+        lib.vkGetPhysicalDeviceFormatProperties(self.handle, fmt, fp := ffi.new("VkFormatProperties*"))
+        if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT and with_requirements({flag}) - {flag} <= out: out.add(flag)
     return out | {"vec", "spread", "hoist", "share"}
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""

@@ -63,7 +63,7 @@ class VulkanBuffer:
   def __init__(self, block:Block, offset:int, size:int, cached:bool):
     self.root, self.offset, self.size, self.handle, self.block, self.ptr, self.gpu, self.cached, self.last_use = \
       self, offset, size, block.handle, block, block.ptr, block.gpu, cached, 0
-    self.views: dict[tuple[int, int], object]|None = None   # a root's storage texel views: (start, size) -> VkBufferView
+    self.views: dict[tuple[int, int, int], object]|None = None   # a root's storage texel views: (start, size, words a texel) -> VkBufferView
   def view(self, size:int, offset:int) -> VulkanBuffer:
     v = VulkanBuffer.__new__(VulkanBuffer)
     v.root, v.offset, v.size, v.handle, v.block, v.ptr, v.gpu, v.cached, v.last_use = self.root, self.offset + offset, size, self.handle, \
@@ -198,16 +198,16 @@ class VulkanAllocator(LRUAllocator):
       if self.guard: self.guards[id(b)] = self.poison(b, blk, off + size, off + need)
       return b
     raise MemoryError(f"VULKAN: out of memory allocating {size_to_str(size)} on {phys.name} ({'; '.join(errs) or 'no memory type fits'})")
-  def texel_view(self, b:VulkanBuffer, start:int, size:int):
-    """An R32_UINT storage texel view of bytes [start, start + size) of root buffer b's VkBuffer (renderer/plan.py texel_slots),
-    made once and destroyed with b: a TinyJit graph's descriptor sets keep using it while b lives. The plan keeps a texel slot
-    within maxTexelBufferElements and program.pack clamps the guard's extra bytes to it."""
-    if b.views is not None and (v := b.views.get((start, size))) is not None: return v
-    out = ffi.new("VkBufferView*")
-    check(lib.vkCreateBufferView(self.dev.vkdev, new("VkBufferViewCreateInfo", buffer=b.handle, format=vk.VK_FORMAT_R32_UINT, offset=start,
-                                                     range=size), NULL, out), "vkCreateBufferView")
+  def texel_view(self, b:VulkanBuffer, start:int, size:int, words:int=1):
+    """A storage texel view of bytes [start, start + size) of root buffer b's VkBuffer, of `words` 32-bit words a texel (R32_UINT or
+    R32G32B32A32_UINT, renderer/plan.py texel_slots), made once and destroyed with b: a TinyJit graph's descriptor sets keep using
+    it while b lives. The plan keeps a texel slot within maxTexelBufferElements and program.pack clamps the guard's extra bytes to it."""
+    if b.views is not None and (v := b.views.get((start, size, words))) is not None: return v
+    out, fmt = ffi.new("VkBufferView*"), vk.VK_FORMAT_R32_UINT if words == 1 else vk.VK_FORMAT_R32G32B32A32_UINT
+    check(lib.vkCreateBufferView(self.dev.vkdev, new("VkBufferViewCreateInfo", buffer=b.handle, format=fmt, offset=start, range=size), NULL, out),
+          "vkCreateBufferView")
     if b.views is None: b.views = {}
-    b.views[(start, size)] = out[0]
+    b.views[(start, size, words)] = out[0]
     return out[0]
   def destroy(self, b:VulkanBuffer):
     if self.dev.closed or (blk := b.block) is None: return

@@ -3,7 +3,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, cast
 from tinygrad.device import Program, TinyELF
-from tinygrad.helpers import prod, suppress_finalizing
+from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.spv import KernelMeta, rebind
@@ -38,6 +38,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     try: self.meta = meta = KernelMeta.decode(obj.lib)
     except ValueError as e: raise RuntimeError(f"VULKAN: the SPIR-V of {self.name} is malformed: {e}") from None
     self.local_size, self.reach, self.split_slots, self.words, self.texel = meta.local, meta.reach, meta.split, meta.words, meta.texel
+    self.texel_words: dict[int|None, int] = {k: 4 if k in meta.texel4 else 1 for k in meta.texel}   # 32-bit words a texel, by binding
     # the ABI the renderer decided; a module from elsewhere (hand-written) gets the one its signature implies on the target's caps
     self.abi = abi = meta.abi or kernel_abi(Caps.decode(obj.target.arch), bufs, [s[2] for s in obj.signature[len(sig):]])
     # the scalars (symbolic shape variables) after the buffer offsets and addresses: (byte offset in the push constants, struct format)
@@ -122,7 +123,8 @@ class VulkanProgram(Program["VulkanDevice"]):
     """Descriptor structs (buffer infos, texel views, the writes of both) with every binding at the scratch buffer."""
     scratch, n = self.dev.scratch, max(self.ndesc, 1)
     infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": scratch.handle, "offset": scratch.offset, "range": scratch.size}] * n)
-    views = ffi.new("VkBufferView[]", [self.dev.allocator.texel_view(scratch, scratch.offset, scratch.size) if self.texel else NULL] * n)
+    views = ffi.new("VkBufferView[]", [self.dev.allocator.texel_view(scratch, scratch.offset, scratch.size, self.texel_words[k])
+                                       if k in self.texel else NULL for k in range(n)])
     return infos, views, descriptor_writes(self.ndesc, self.texel, infos, views)
   def check_launch(self, global_size, local_size) -> tuple[int, int, int]:
     caps = self.dev.caps
@@ -167,7 +169,8 @@ class VulkanProgram(Program["VulkanDevice"]):
         rem, info = b.offset % caps.align, infos[bnd := abi.binding[i]]
         info.buffer, info.offset = b.handle, b.offset - rem
         info.range = windows.binding_end(caps, self.guard, i, b, info.offset, self.name) - info.offset
-        if bnd in self.texel: self.views[bnd] = self.dev.allocator.texel_view(b.root, info.offset, min(info.range, 4 * caps.texels))
+        if (w := self.texel_words.get(bnd)) is not None:   # whole texels: a buffer's memory is whole 256-byte units (memory.SUB_ALIGN)
+          self.views[bnd] = self.dev.allocator.texel_view(b.root, info.offset, min(round_up(info.range, 4 * w), 4 * w * caps.texels), w)
       if rem % isz: raise RuntimeError(f"VULKAN: buffer {i} of {self.name} is a view at byte offset {b.offset}, not a multiple of its "
                                        f"{isz}-byte element: Vulkan cannot bind it")
       if (o := rem // isz) % VEC_ALIGN: align = align[:i] + (4 if o % 4 == 0 else 2 if o % 2 == 0 else 1,) + align[i+1:]

@@ -26,7 +26,7 @@ CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 
 ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
          "None": 0, "Aligned": 2, "UniformConstant": 0, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
          "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
-         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27, "Buffer": 5, "R32ui": 33,
+         "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27, "Buffer": 5, "R32ui": 33, "Rgba32ui": 30,
          "Trunc": 3, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
 SPIRV_MAGIC = 0x07230203
 
@@ -96,6 +96,7 @@ class KernelMeta:
   readonly: frozenset[int] = frozenset()   # bindings the shader never writes (they need no write hazard)
   ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
   texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/plan.py texel_slots)
+  texel4: frozenset[int] = frozenset()     # those of them of 4 32-bit words a texel (R32G32B32A32_UINT; the others R32_UINT)
   def encode(self) -> list[str]:
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
            [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
@@ -116,7 +117,7 @@ class KernelMeta:
     ptr_to: dict[int|None, int] = {}
     var_type: dict[int|None, int] = {}
     readonly_types: set[int|None] = set()
-    images: set[int|None] = set()
+    images: dict[int|None, int] = {}   # image type -> its format
     for _, op, w in spirv_instructions(spv)[1]:
       if op == O["OpExecutionMode"] and w[2] == E["LocalSize"]: local = (w[3], w[4], w[5])
       elif op == O["OpSourceExtension"]:
@@ -134,7 +135,7 @@ class KernelMeta:
       elif op == O["OpMemberDecorate"] and w[3] == E["Offset"]: offsets[(w[1], w[2])] = w[4]
       elif op == O["OpTypePointer"]: ptr_to[w[1]] = w[3]
       elif op == O["OpTypeStruct"]: members[w[1]] = w[2:]
-      elif op == O["OpTypeImage"]: images.add(w[1])
+      elif op == O["OpTypeImage"]: images[w[1]] = w[8]
       elif op == O["OpVariable"]:
         var_type[w[2]] = w[1]
         if w[3] == E["PushConstant"]: pc_var = w[2]
@@ -142,4 +143,5 @@ class KernelMeta:
     return KernelMeta({s: tuple(rs) for s, rs in reach.items()}, split, frozenset(words), abi, local, frozenset(binding.values()),
                       frozenset(b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types),
                       frozenset(offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types),
-                      frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images))
+                      frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images),
+                      frozenset(b for v, b in binding.items() if images.get(ptr_to.get(var_type.get(v))) == E["Rgba32ui"]))

@@ -102,7 +102,9 @@ def at(ctx:GLSLRenderer, a:Access, j:int=0, w:int|None=None) -> str:
   """Element j of the access (one of its k words). Of a split slot (spv.KernelMeta.split): in window w, or as a value, each
   window's element at the index clamped into it, the window the index falls in selected."""
   i = _index(ctx, a, j)
-  if a.slot is not None and ctx.plan.bufs[a.slot].texel: return render_bitcast(a.dtype, dtypes.uint, f"imageLoad({ctx[a.base]}, {i}).x")
+  if a.slot is not None and (t := ctx.plan.bufs[a.slot].texel):   # a texel, or the lane of one (component i&3 of texel i>>2)
+    if a.vec > 1: return f"{VEC[a.dtype]}4({'uintBitsToFloat' if dtypes.is_float(a.dtype) else ''}(imageLoad({ctx[a.base]}, {i})))"
+    return render_bitcast(a.dtype, dtypes.uint, f"imageLoad({ctx[a.base]}, {i}).x" if t == 1 else f"imageLoad({ctx[a.base]}, ({i})>>2)[({i})&3]")
   if a.addr64: return f"{_name(ctx, a)}_at({i})"
   if a.wins is None: return f"{_name(ctx, a)}[{i}]"
   k, n, _ = a.wins
@@ -242,7 +244,8 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
       name = names[b.uop]
       ro, views = "" if b.writable else "readonly ", {TYPES[b.dtype]: name, **aliases.get(slot, {})}
       if b.address is None:
-        if b.texel: lines.append(f"layout(set=0, binding={b.binding}, r32ui) uniform readonly uimageBuffer {name};")
+        if b.texel:
+          lines.append(f"layout(set=0, binding={b.binding}, {'r32ui' if b.texel == 1 else 'rgba32ui'}) uniform readonly uimageBuffer {name};")
         elif (sp := plan.meta.split.get(slot)) is not None:   # a split slot: its windows (spv.KernelMeta.split)
           lines += [f"layout(set=0, binding={sp[2] + w}, std430) {ro}buffer {n}_w{w}_B {{ {t} {n}_w{w}[]; }};" for t, n in views.items()
                     for w in range(sp[0])]
@@ -254,6 +257,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
         defines.append(f"#define {n} {f'_p{slot}' if n == name else f'{n}_R(_p{slot})'}.v")
         if "i64" in self.caps: defines.append(f"#define {n}_at(i) {n}_R(uint64_t(_p{slot})+uint64_t(i)*{SIZE[t]}ul).v[0]")
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
-    lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot in sorted(plan.bufs) if aliases.get(slot)]
+    lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, b in sorted(plan.bufs.items())
+                        if aliases.get(slot) or b.texel == 4]
     lines += shared + ["void main() {"] + [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)

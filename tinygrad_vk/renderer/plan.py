@@ -36,7 +36,7 @@ class Buf:
   binding: int|None     # descriptor binding, or None when passed by address
   address: int|None     # push-constant byte offset of its address
   writable: bool        # some STORE writes it (else readonly: the runtime needs no write hazard)
-  texel: bool = False   # read through a storage texel buffer of 32-bit words (texel_slots)
+  texel: int = 0        # read through a storage texel buffer of 32-bit words, this many a texel: 1 (R32_UINT) or 4 (texel_slots)
 
 OFFSET = None   # an Access term that is the view offset _o<slot>: the element offset of the view inside its binding (abi.py)
 
@@ -121,7 +121,7 @@ class KernelPlan:
     # alignment it cannot prove (GEMM 1024 by address 3.9 -> 10.9 GFLOP/s, add 16M 1.9 -> 6.2 GB/s), SwiftShader dies of SIGILL
     # on the pointer cast to a vecN declaration (OpBitcast of a PhysicalStorageBuffer pointer), Mesa 25's lavapipe runs both alike
     if b.op is not Ops.PARAM or b.addrspace != AddrSpace.GLOBAL or n not in (2, 4) or b.dtype == dtypes.bool or "vec" not in self.caps or \
-       multiple_of(sh.src[1]) % n or self.bufs[b.arg.slot].address is not None or self.bufs[b.arg.slot].texel: return None, lanes
+       multiple_of(sh.src[1]) % n or self.bufs[b.arg.slot].address is not None or self.bufs[b.arg.slot].texel == 1: return None, lanes
     return self.windows(replace(lanes[0], vec=n, shift=n.bit_length() - 1, wins=None)), lanes
   def accesses(self, uops:list[UOp], ops=(Ops.LOAD, Ops.STORE)) -> Iterator[Access]:
     """The scalar accesses of global memory by these ops (a vector access's lanes), as the renderers write them."""
@@ -177,7 +177,7 @@ def plan_kernel(caps:Caps, uops:list[UOp]) -> KernelPlan:
                        f"({caps.range}) and {'; '.join(why[s] for s in sorted(why))}: its windows and the other buffers need {need} "
                        f"descriptors, the device has {caps.bufs} (maxPerStageDescriptorStorageBuffers): it needs bufferDeviceAddress")
   abi = kernel_abi(caps, sizes, vdts, wide, sum(k for k, _, _ in split.values()))   # the descriptors count the windows
-  bufs = {s: replace(b, texel=True) if s in texel else b for s, b in plan.bufs.items()}
+  bufs = {s: replace(b, texel=1) if s in texel else b for s, b in plan.bufs.items()}
   return replace(plan, abi=abi, bufs=bufs, meta=replace(plan.meta, reach=reach, split=split, abi=abi))
 
 # texel buffers per kernel at most: llvmpipe slows down past 15 (docs/capabilities.md "storage texel buffers")
@@ -188,7 +188,7 @@ def texel_ok(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> set[int]:
   branch and a bounds check each, a texel buffer with one gather. A slot qualifies when the kernel only reads it, through a
   descriptor, every access a 32-bit element (a texel of R32_UINT, the one format: each type is read as its bits), and its binding
   (from a start aligned down by < 256 bytes) is within maxTexelBufferElements; the first MAX_TEXELS of them. Its vector accesses
-  read lanes."""
+  read lanes, or whole texels of 4 words (texel_slots)."""
   caps = plan.caps
   if "texel" not in caps: return set()
   ok = {s for s in slots if not (b := plan.bufs[s]).writable and b.binding is not None and b.dtype.itemsize == 4 and
@@ -197,6 +197,13 @@ def texel_ok(plan:KernelPlan, uops:list[UOp], slots:set[int]) -> set[int]:
   return set(sorted(ok)[:MAX_TEXELS])
 
 def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
-  """The plan with the slots of an unwindowed kernel that qualify (texel_ok) read through storage texel buffers."""
+  """The plan with the slots of an unwindowed kernel that qualify (texel_ok) read through storage texel buffers: R32G32B32A32_UINT
+  ones ("texel4") where every load is a float4 at an index tinygrad keeps a multiple of 4 (a texel each where the view offset is
+  aligned too, KernelPlan.vector; a lane a component of one elsewhere), else R32_UINT."""
   if plan.abi.windowed or not (ok := texel_ok(plan, uops, set(plan.bufs))): return plan
-  return replace(plan, bufs={s: replace(b, texel=True) if s in ok else b for s, b in plan.bufs.items()})
+  quads = set(ok) if "texel4" in plan.caps and "vec" in plan.caps else set()
+  for u in uops:
+    if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
+    if b.op is Ops.SHRINK and b.src[0].op is Ops.PARAM and b.max_numel() == 4 and multiple_of(b.src[1]) % 4 == 0: continue
+    quads -= {a.slot for a in plan.accesses([u], (Ops.LOAD,))}
+  return replace(plan, bufs={s: replace(b, texel=4 if s in quads else 1) if s in ok else b for s, b in plan.bufs.items()})

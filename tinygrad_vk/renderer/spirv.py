@@ -60,6 +60,8 @@ class Ref(NamedTuple):
   wins: tuple[str, ...] = ()   # a split slot's window variables (Access.wins), `n` elements each
   n: int = 0
   addr64: bool = False   # idx is an int64 index: the element's address is computed in 64 bits (Access.addr64)
+  texel: int = 0    # a storage texel buffer's elements a texel (plan.Buf.texel); vec: texels read whole (else one element)
+  vec: int = 1
 
 class Module:
   """A SPIR-V module being written: types, constants and variables declared once on first use, instructions, and the entry block's
@@ -175,10 +177,10 @@ class Module:
     if not dtypes.is_unsigned(frm): return self.op("OpSConvert", self.T(to), x)
     u = self.op("OpUConvert", self.T(UINT_OF_SIZE[to.itemsize]), x)
     return u if dtypes.is_unsigned(to) else self.op("OpBitcast", self.T(to), u)
-  def bitcast(self, frm:DType, to:DType, x:str) -> str:
+  def bitcast(self, frm:DType, to:DType, x:str, n:int=1) -> str:
     if TYPE[frm] == TYPE[to]: return x
     if dtypes.bool in (frm, to): raise CompileError(f"no bitcast between {frm} and {to}")
-    return self.op("OpBitcast", self.T(to), x)
+    return self.op("OpBitcast", self.T(to, n), x)
 
 class Memory(Module):
   """Buffers and memory accesses as the shared plan decides them (kernel.Access): declarations by descriptor, texel buffer or
@@ -195,12 +197,13 @@ class Memory(Module):
     a vecN access). By descriptor: a StorageBuffer variable at its binding (of a split slot: at window w's); by address: its
     pointer, cast to the element type."""
     b = self.plan.bufs[slot]
-    if b.texel:   # a storage texel buffer of R32_UINT: every access reads its 32 bits (kernel.texel_slots)
-      img = self.g("%img_r32ui", f"OpTypeImage {self.T(dtypes.uint)} Buffer 0 0 0 2 R32ui")
+    if b.texel:   # a storage texel buffer of R32_UINT or R32G32B32A32_UINT: 32-bit elements (plan.texel_slots)
+      fmt = "R32ui" if b.texel == 1 else "Rgba32ui"
+      img = self.g(f"%img_{fmt.lower()}", f"OpTypeImage {self.T(dtypes.uint)} Buffer 0 0 0 2 {fmt}")
       if (rid := f"%data{slot}") not in self.decl:
         self.var(rid, img, "UniformConstant")
         self.deco += [f"OpDecorate {rid} DescriptorSet 0", f"OpDecorate {rid} Binding {b.binding}", f"OpDecorate {rid} NonWritable"]
-      return Ref(rid, img, dt, "UniformConstant")
+      return Ref(rid, img, dt, "UniformConstant", texel=b.texel, vec=n)
     ety, self.sb_bytes = self.T(dt, n), self.sb_bytes | {dt.itemsize}
     own = (dt, n) == (b.dtype, 1)
     if b.address is not None:
@@ -289,11 +292,15 @@ class Memory(Module):
   # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
   def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
   def ld(self, ref:Ref, j:int=0, prefix="t") -> str:
-    if ref.sc == "UniformConstant":   # texel j past the index, its first component's bits
+    if ref.sc == "UniformConstant":   # element j past the index: texel i's first component (R32), component i&3 of texel i>>2 (RGBA32)
       img = self.prologue(f"img{ref.var}", lambda: self.op("OpLoad", ref.ty, ref.var))
-      i = self.add(ref.idx, j)
-      texel = self.op("OpImageRead", self.T(dtypes.uint, 4), img, i)
-      return self.bitcast(dtypes.uint, ref.dt, self.op("OpCompositeExtract", self.T(dtypes.uint), texel, "0", prefix=prefix))
+      u, u4, it, i = self.T(dtypes.uint), self.T(dtypes.uint, 4), self.T(dtypes.int), self.add(ref.idx, j)
+      if ref.vec > 1: return self.bitcast(dtypes.uint, ref.dt, self.op("OpImageRead", u4, img, i, prefix=prefix), 4)   # texel i whole
+      if ref.texel == 1: v = self.op("OpCompositeExtract", u, self.op("OpImageRead", u4, img, i), "0", prefix=prefix)
+      else:
+        texel = self.op("OpImageRead", u4, img, self.op("OpShiftRightArithmetic", it, i, self.const(dtypes.int, 2)))
+        v = self.op("OpVectorExtractDynamic", u, texel, self.op("OpBitwiseAnd", it, i, self.const(dtypes.int, 3)), prefix=prefix)
+      return self.bitcast(dtypes.uint, ref.dt, v)
     if not ref.wins: return self.op("OpLoad", ref.ty, self.pointer(ref, j), *self.mem(ref), prefix=prefix)
     # a split slot: every window read at the index clamped into it, the one the index falls in selected
     vals = [self.op("OpLoad", ref.ty, self.pointer(ref, j, w, clamp=True)) for w in range(len(ref.wins))]
@@ -471,7 +478,7 @@ class SPIRVKernel(Memory):
     uses = {"Float16": ("f16", "%half" in d), "Float64": ("f64", "%double" in d), "Int64": ("i64", "%long" in d or "%ulong" in d),
             "Int16": ("i16", "%short" in d or "%ushort" in d), "Int8": ("i8", ("%char" in d or "%uchar" in d) and "i8" in self.caps),
             "StorageBuffer16BitAccess": ("s16", 2 in self.sb_bytes), "StorageBuffer8BitAccess": ("s8", 1 in self.sb_bytes),
-            "PhysicalStorageBufferAddresses": ("bda", addresses), "ImageBuffer": ("texel", "%img_r32ui" in d)}
+            "PhysicalStorageBufferAddresses": ("bda", addresses), "ImageBuffer": ("texel", "%img_r32ui" in d or "%img_rgba32ui" in d)}
     if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
       raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
     caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]
