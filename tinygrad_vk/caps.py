@@ -34,8 +34,8 @@ FLAGS = {
   "texel": "read-only 32-bit buffers read through storage texel buffers (imageLoad), not storage buffers: llvmpipe loads a storage "
            "buffer lane by lane with a branch each, a texel buffer with one gather, ~10x cheaper; also one past maxStorageBufferRange "
            "that every workgroup reads whole, instead of split windows (renderer/plan.py texel_ok)",
-  "texel4": "a texel buffer read only in aligned float4s is an RGBA32 one, a texel a load: one gather for 4 floats instead of 4 "
-            "(renderer/plan.py texel_slots)",
+  "texel4": "a texel buffer read only in aligned float4s (flag vec) is an RGBA32 one, a texel a load: one gather for 4 floats "
+            "instead of 4 (renderer/plan.py texel_slots)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
@@ -47,7 +47,7 @@ FLAGS = {
            "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
-REQUIRES = {"texel4": ("texel",), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
+REQUIRES = {"texel4": ("texel", "vec"), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
   while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more

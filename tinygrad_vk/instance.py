@@ -227,7 +227,7 @@ class PhysicalDevice:
   def flags(self) -> set[str]:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
     have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
-    out = {flag for flag in have if with_requirements({flag}) <= have}
+    out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "share"}   # renderer paths any device has
     if measure(self).denorm32: out.add("denorm")
     # by address where measured much slower than by descriptor (probe.py ADDR_KERNEL): buffers past the range in windows and pieces;
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
@@ -240,7 +240,7 @@ class PhysicalDevice:
       for fmt, flag in ((vk.VK_FORMAT_R32_UINT, "texel"), (vk.VK_FORMAT_R32G32B32A32_UINT, "texel4")):
         lib.vkGetPhysicalDeviceFormatProperties(self.handle, fmt, fp := ffi.new("VkFormatProperties*"))
         if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT and with_requirements({flag}) - {flag} <= out: out.add(flag)
-    return out | {"vec", "spread", "hoist", "share"}
+    return out
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""
     lim, flags = self.limits, self.flags()

@@ -201,7 +201,7 @@ def texel_slots(plan:KernelPlan, uops:list[UOp]) -> KernelPlan:
   ones ("texel4") where every load is a float4 at an index tinygrad keeps a multiple of 4 (a texel each where the view offset is
   aligned too, KernelPlan.vector; a lane a component of one elsewhere), else R32_UINT."""
   if plan.abi.windowed or not (ok := texel_ok(plan, uops, set(plan.bufs))): return plan
-  quads = set(ok) if "texel4" in plan.caps and "vec" in plan.caps else set()
+  quads = set(ok) if "texel4" in plan.caps else set()   # (texel4 requires vec: caps.REQUIRES)
   for u in uops:
     if u.op is not Ops.LOAD or (b := u.src[0]).addrspace != AddrSpace.GLOBAL: continue
     if b.op is Ops.SHRINK and b.src[0].op is Ops.PARAM and b.max_numel() == 4 and multiple_of(b.src[1]) % 4 == 0: continue
