@@ -70,7 +70,9 @@ class GLSLCompiler(VulkanCompiler):
       r = subprocess.run([_tool("glslangValidator", "glslang-tools"), "-V", "--target-env", self.target.env, "--stdin", "-S", "comp", "-o", out],
                          input=src.encode(), capture_output=True)
       if r.returncode != 0:
-        msg = "\n".join(l for l in r.stdout.decode(errors="replace").splitlines() if l.startswith(("ERROR", "WARNING")) or "error" in l.lower())
+        # glslang before 16 prints its errors on stdout, 16 on stderr
+        text = (r.stdout + r.stderr).decode(errors="replace")
+        msg = "\n".join(l for l in text.splitlines() if l.startswith(("ERROR", "WARNING")) or "error" in l.lower())
         bad = {int(m.group(1)) for m in re.finditer(r"ERROR: [^:\n]*:(\d+):", msg)}
         raise CompileError(f"glslang failed to compile the GLSL kernel:\n{msg}\n{numbered(src, bad)}")
       spv = add_notes(add_nan_preserve(pathlib.Path(out).read_bytes(), self.nan_widths), NOTE.findall(src))
