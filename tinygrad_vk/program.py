@@ -9,6 +9,7 @@ from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.spv import KernelMeta, rebind
 from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
 from tinygrad_vk import windows
+from tinygrad_vk.queue import record_barrier
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
 
 PIPELINE_CREATE_DISPATCH_BASE_BIT = 0x10   # core in Vulkan 1.1, missing from the `vulkan` package (its KHR alias is None)
@@ -189,6 +190,7 @@ class VulkanProgram(Program["VulkanDevice"]):
     (gx, gy, gz), mx = groups, self.dev.caps.wgcount[0]
     if self.abi.xbase is not None:   # at most mx workgroups a dispatch, each told where it starts (vkCmdDispatchBase's base is < mx)
       for base in range(0, max(gx, 1), mx):   # a warm-up dispatch (0 workgroups) is recorded too
+        if base: record_barrier(cmd)   # one launch's parts: see queue.record_barrier
         lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.pc_size, pc[:-4] + struct.pack("<i", x0 + base))
         lib.vkCmdDispatch(cmd, min(mx, gx - base), gy, gz)
       return

@@ -57,8 +57,13 @@ class Hazards:
     if self.everything or self.reads or self.writes: self.barrier(cmd)
     self.everything = True
   def barrier(self, cmd):
-    lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
+    record_barrier(cmd)
     self.reads, self.writes, self.everything = {}, {}, False
+
+# also between the dispatches of one launch (split along x, or the pieces of a windowed one): they write disjoint bytes, which needs
+# no barrier, but synchronisation validation (layer 1.4, reading the SPIR-V) takes each to write its whole binding and reports a
+# write-after-write hazard. Each part is large (maxComputeWorkGroupCount workgroups, or a window's reach), so the wait costs little.
+def record_barrier(cmd): lib.vkCmdPipelineBarrier(cmd, STAGES, STAGES, 0, 1, _BARRIER, 0, NULL, 0, NULL)
 
 def descriptor_pool(vkdev, sets:int, descriptors:int):
   """Room for `descriptors` of each kind a kernel binds: storage buffers and storage texel buffers (renderer/plan.py texel_slots)."""

@@ -8,6 +8,7 @@ from tinygrad.device import BufferSpec
 from tinygrad.helpers import round_up
 from tinygrad_vk.caps import Caps
 from tinygrad_vk.memory import guard_len, VulkanBuffer
+from tinygrad_vk.queue import record_barrier
 if TYPE_CHECKING: from tinygrad_vk.program import VulkanProgram
 
 # a window starts at a multiple of this and of minStorageBufferOffsetAlignment: a slot's element offset inside it is then as
@@ -213,6 +214,7 @@ def windowed(prg:VulkanProgram, bufs, groups:tuple[int, int, int], vals, wait:bo
     with q.prepare_opaque([*bufs, *(s for w in wins for s, _ in w.scratches)]) as batch:
       t0 = batch.timestamp() if wait or q.profiling() else None
       for (g0, g1), w, (pc, pipeline) in zip(pieces, wins, packed):
+        if g0: record_barrier(batch.cmd)   # one launch's parts: see queue.record_barrier
         if len(pieces) > 1: prg.pack(bufs, vals, w)   # the descriptor structs hold this piece's windows again
         dset = batch.alloc_set(prg.set_layout) if prg.ndesc else None
         prg.update(dset)
