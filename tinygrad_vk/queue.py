@@ -12,7 +12,7 @@ VK_ERROR_DEVICE_LOST, a fence not signalled within VULKAN_TIMEOUT_S, and os.fork
 queue lost: every later call raises the same `DeviceLost`, naming the device and the last kernels of the lost batches.
 """
 from __future__ import annotations
-import collections, decimal, os, signal, threading, time
+import collections, decimal, gc, os, signal, sys, threading, time, weakref
 from typing import Callable, TYPE_CHECKING, cast
 from tinygrad.helpers import PROFILE, ProfileRangeEvent
 from tinygrad.device import Compiled
@@ -328,33 +328,61 @@ class CommandQueue:
   def profiling() -> bool: return bool(PROFILE)
 
 class Interrupts:
-  """Holds SIGINT back while the main thread holds a queue's lock outside a fence wait, and delivers it when the outermost lock is
-  released. Installed over a Python SIGINT handler by the first queue created in the main thread (Python runs signal handlers in
-  the main thread only). A handler installed later replaces this one: interrupts then land anywhere, which every step survives."""
+  """Delivers SIGINT only where it cannot be lost. Installed over Python's own handler (not over one the program installed) by the
+  first queue created in the main thread (Python runs signal handlers in the main thread only). Held back while the main thread
+  holds a queue's lock outside a fence wait, and delivered when the outermost lock is released. Held back too inside a finalizer
+  (a `__del__`, a weakref.finalize, anything the garbage collector runs), where Python would print the KeyboardInterrupt as
+  "Exception ignored" and carry on: a SIGINT the main thread is sent 10 ms later delivers it, or waits again. Presses while one is
+  held back are one interrupt. A handler installed later replaces this one: interrupts then land anywhere, which every step survives."""
   def __init__(self):
     self.queues: list[CommandQueue] = []
     self.prev: Callable|None = None
     self.pending: tuple|None = None
+    self.resent = False                  # the next SIGINT is the one resend() sent
+    self.timer: threading.Timer|None = None
+    self.collecting = False              # the garbage collector runs in the main thread
   def watch(self, q:CommandQueue):
     self.queues.append(q)
-    if self.prev is None and threading.current_thread() is threading.main_thread() and callable(h := signal.getsignal(signal.SIGINT)):
-      self.prev = h
+    if self.prev is None and threading.current_thread() is threading.main_thread() and \
+       signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+      self.prev = signal.default_int_handler
       signal.signal(signal.SIGINT, self.handle)
+      gc.callbacks.append(self._gc)
+  def _gc(self, phase, info): self.collecting = phase == "start" and threading.current_thread() is threading.main_thread()
   # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
   def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
+  def _finalizing(self, frame) -> bool:
+    while frame is not None:
+      if frame.f_code.co_name == "__del__" or frame.f_code is _FINALIZE: return True
+      frame = frame.f_back
+    return self.collecting
   def handle(self, signum, frame):
-    if self._held(): self.pending = (signum, frame)
-    elif self.prev is not None: self.prev(signum, frame)
-  def deliver(self):
-    if self.pending is not None and self.prev is not None and not self._held():
-      args, self.pending = self.pending, None
-      self.prev(*args)
+    resent, self.resent = self.resent, False
+    if resent and self.pending is None: return   # delivered since it was sent
+    self.pending = (signum, frame)
+    self.deliver(frame)
+  def deliver(self, frame=None):
+    if self.pending is None or self.prev is None or self._held(): return
+    if self._finalizing(frame or sys._getframe(1)):
+      if self.timer is None:
+        self.timer = threading.Timer(0.01, self.resend)
+        self.timer.daemon = True
+        self.timer.start()
+      return
+    args, self.pending = self.pending, None
+    self.prev(*args)
+  def resend(self):
+    self.timer = None
+    if self.pending is not None and signal.getsignal(signal.SIGINT) == self.handle:
+      self.resent = True
+      signal.pthread_kill(cast(int, threading.main_thread().ident), signal.SIGINT)   # a real signal: it also ends a blocking call
   def forked(self):
     """In a forked child the driver's threads did not come along: every device of the parent is lost."""
-    self.pending = None
+    self.pending, self.timer, self.resent = None, None, False
     for q in self.queues:
       q.lock = threading.RLock()   # the parent's may have been held by a thread that does not exist here
       if q.lost is None: q.lost = f"{q.dev.device} was opened before os.fork(): {FORKED}"
 
+_FINALIZE = weakref.finalize.__call__.__code__
 interrupts = Interrupts()
 os.register_at_fork(after_in_child=interrupts.forked)
