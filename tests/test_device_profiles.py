@@ -111,6 +111,18 @@ def test_info_shows_the_profile():
   assert "VULKAN_PROFILE=min" in r.stdout and "turned off by the profile" in r.stdout and "dtypes packed" in r.stdout, r.stdout
   if (inv := Device["VULKAN"].phys.real_caps().wginv) > 128: assert f"maxComputeWorkGroupInvocations {inv} -> 128" in r.stdout
 
+def test_info_prints_each_item_whole():
+  # items whose own text has a ';' (spread's, the one without bda) were split over two lines; reach off is a choice (by address,
+  # the faster way there), not a missing capability
+  from tinygrad_vk.caps import FLAGS
+  r = run_python("import sys; from tinygrad_vk.__main__ import main; sys.argv = ['tinygrad_vk', 'info']; sys.exit(main())",
+                 {"VULKAN_PROFILE": "min", "VULKAN_DISABLE": "spread"})
+  assert r.returncode == 0, r.stderr
+  lines = [line.strip() for line in r.stdout.splitlines()]
+  assert f"no {FLAGS['spread']} (VULKAN_DISABLE)" in lines, r.stdout
+  assert [line for line in lines if "goes in pieces of workgroups" in line and line.endswith("more than 4 descriptors")], r.stdout
+  assert "no " + FLAGS["reach"] not in r.stdout, r.stdout
+
 # ---- more buffers than maxPerStageDescriptorStorageBuffers (4 under the profiles): the kernel stays whole and is windowed, its
 # buffers reached through windows over the memory blocks they lie in (renderer/abi.py); tests/test_windows.py runs it.
 

@@ -21,7 +21,8 @@ def profile_changes(phys) -> list[str]:
 def unsupported(phys, caps) -> list[str]:
   out, prof, own = [], apply_profile(phys.real_caps(), env_text("VULKAN_PROFILE")), phys.caps()
   for flag, what in FLAGS.items():
-    if flag not in caps: out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
+    # reach is a choice, not a capability: without it buffers past the range go by address, the faster way there
+    if flag not in caps and flag != "reach": out.append(f"no {what}" + (" (VULKAN_PROFILE)" if flag in phys.flags() and flag not in prof else
                                                     " (VULKAN_DISABLE)" if flag in prof and flag not in own else
                                                     " (another device of VULKAN_DEVICES has not)" if flag in own else ""))
   if caps.maxloop: out.append(f"at most {caps.maxloop} loop passes per SIMD vector of invocations (the driver's loop limiter, measured: "
@@ -40,16 +41,18 @@ def unsupported(phys, caps) -> list[str]:
   if not caps.flags & {"nan32"}: out.append("NaN/Inf/signed zero not guaranteed by the driver: isnan uses a bit test")
   return out
 
-def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
+def describe(dev_idx:int, phys) -> list[tuple[str, str|list[str]]]:
+  """(property, value) rows; a list value is one item a line (markdown: joined by '; ', as the items may contain ';' themselves)"""
   from tinygrad_vk.instance import DEVICE_TYPES, PORTABILITY_SUBSET, instance
   from tinygrad_vk.memory import BUDGET_EXT, HEAP_SHARE
   caps, lim = instance().caps(phys), phys.limits
-  rows = [("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
-          ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),
-          ("kernels", spirv_target(caps).name)]
+  rows: list[tuple[str, str|list[str]]] = [
+    ("device", f"VULKAN:{dev_idx} = {phys.name} ({DEVICE_TYPES.get(phys.type, phys.type)}, enumeration index {phys.index})"),
+    ("driver", phys.driver), ("Vulkan API", f"{caps.vk // 10}.{caps.vk % 10} in use (the device: {version_str(phys.api_version)})"),
+    ("kernels", spirv_target(caps).name)]
   if PORTABILITY_SUBSET in phys.extensions: rows.append(("portability", f"{PORTABILITY_SUBSET} enabled (a non-conformant layered driver)"))
   if (spec := env_text("VULKAN_PROFILE")):
-    rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", "; ".join(profile_changes(phys)) or "nothing")]
+    rows += [("profile", f"VULKAN_PROFILE={spec}"), ("turned off by the profile", profile_changes(phys) or "nothing")]
   rows += [(f"memory heap {i}", f"{size(s)}{' DEVICE_LOCAL' if f & 1 else ''}") for i, (s, f) in enumerate(phys.heaps)]
   rows += [(f"memory type {t.index}", f"heap {t.heap}: {mem_flags(t.flags)}") for t in phys.memory_types]
   rows += [("maxStorageBufferRange", size(caps.range)), ("maxPushConstantsSize", f"{caps.pc} B"),
@@ -69,8 +72,8 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str]]:
   rows += [("renderers", ", ".join(f"{n} ({what[n]}{'; the default' if i == 0 else ''}; DEV=VULKAN:{n})" for i, n in enumerate(names)))]
   rows += [(f"dtypes {k}", ", ".join(v)) for k, v in sorted(groups.items())]
   refused = [f"{n}: {DTYPE_RULES[n][2]}" for n in groups.get("refused", [])]
-  rows += [("refused because", "; ".join(refused))] if refused else []
-  rows += [("not supported", "; ".join(unsupported(phys, caps)))]
+  rows += [("refused because", refused)] if refused else []
+  rows += [("not supported", unsupported(phys, caps))]
   return rows
 
 def main():
@@ -91,13 +94,12 @@ def main():
     rows = describe(i, phys)
     if args.markdown:
       print(f"### VULKAN:{i}: {phys.name}\n\n| property | value |\n| --- | --- |")
-      for k, v in rows: print(f"| {k} | {v} |")
+      for k, v in rows: print(f"| {k} | {v if isinstance(v, str) else '; '.join(v)} |")
       print()
     else:
       print()
       for k, v in rows:
-        items = v.split("; ") if k in ("not supported", "refused because", "turned off by the profile") else [v]
-        for j, item in enumerate(items): print(f"  {k if j == 0 else '':36s} {item}")
+        for j, item in enumerate([v] if isinstance(v, str) else v): print(f"  {k if j == 0 else '':36s} {item}")
   return 0
 
 if __name__ == "__main__": sys.exit(main())
