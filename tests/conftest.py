@@ -10,6 +10,15 @@ import pytest
 # need it, set before the first device is opened (the queue's interrupt handling wraps the handler it finds then)
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN: signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# the longest tests (pytest --durations, in every pass of scripts/test.sh) go first: under pytest -n each worker then ends on short
+# ones, not one worker running a 30-second test alone at the end
+FIRST = ("test_half_models.py::", "test_loops.py::test_conv_net_gradient", "test_faults.py::test_one_sigint", "test_upstream_tiny.py::",
+         "test_address.py::test_gpt2_small_by_address", "test_allocation.py::test_ten_thousand", "every_dtype[dtypes.long]",
+         "every_dtype[dtypes.ulong]", "test_transcendental[dtypes.half]", "test_random_program[22]", "test_int64_vars",
+         "test_loops_nested_through_a_dependency", "test_past_range_both_choices", "test_in_a_thread")
+def pytest_collection_modifyitems(items):
+  items.sort(key=lambda item: not any(f in item.nodeid for f in FIRST))   # stable: the rest keep their order
+
 @pytest.fixture(autouse=True)
 def _seeded(request):
   from util import rng

@@ -6,7 +6,7 @@ import pytest
 import vulkan as vk
 from tinygrad import Tensor, Device
 from tinygrad_vk.vk import ERROR_OUT_OF_POOL_MEMORY
-from util import data, run_python, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry, HANG_S
+from util import data, run_python, switched, fresh_device, glsl_program, kernel_sources, SIMPLE_GLSL, DAMAGE, damage_entry, HANG_S
 
 pytestmark = pytest.mark.timeout(HANG_S)   # a hang fails the test instead of the suite
 
@@ -231,8 +231,7 @@ def interrupt_once(delay:float) -> str:
   return "" if p.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt") else f"after {delay:.3f} s: {p.returncode} {err[-1500:]}"
 
 # the handler is Python's, the same on every driver and renderer: 30 processes once, in the default pass
-@pytest.mark.skipif(any(os.environ.get(v) for v in ("VULKAN_VALIDATION", "VULKAN_PROFILE", "VK_ICD_FILENAMES")) or os.environ.get("DEV", "VULKAN") != "VULKAN",
-                    reason="30 processes: runs in the default pass of scripts/test.sh")
+@pytest.mark.skipif(bool(switched()) or "VK_ICD_FILENAMES" in os.environ, reason="30 processes: runs in the default pass of scripts/test.sh")
 def test_one_sigint_stops_a_busy_process():
   # Python prints a KeyboardInterrupt raised inside a finalizer as "Exception ignored" and carries on: tinygrad's UOp and Buffer
   # finalizers run all through this loop, and a press landing in one was lost

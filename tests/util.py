@@ -72,6 +72,12 @@ def run_python(code:str, env:dict|None=None, timeout:float|None=None) -> subproc
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                         env={"DEV": "VULKAN", **os.environ, **(env or {})})
 
+def switched(*allowed:str) -> list[str]:
+  """What this run switches from the default pass of scripts/test.sh: VULKAN_* variables (but spirv-val and `allowed`), DEV other
+  than VULKAN. A test that sets its own profile or device runs where this is empty."""
+  return [k for k in os.environ if k.startswith("VULKAN_") and k not in ("VULKAN_VALIDATE_SPIRV", *allowed)] + \
+         (["DEV"] if os.environ.get("DEV", "VULKAN") != "VULKAN" else [])
+
 def is_spirv(src:str) -> bool: return src.startswith("; tinygrad_vk SPIR-V")
 
 # what a kernel's source shows of a lowering path, in GLSL and in the SPIR-V renderer's assembly
