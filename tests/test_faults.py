@@ -249,7 +249,7 @@ def interrupt():
   signal.raise_signal(signal.SIGINT)
   sum(range(10000))   # Python runs the handler here, inside the finalizer
 class InDel:
-  def __del__(self): interrupt()
+  def __del__(self): interrupt(); interrupt()   # two presses while held back: one interrupt
 class Cycle: pass
 def in_del(): InDel()
 def in_finalize(): weakref.finalize(Cycle(), interrupt)
