@@ -23,9 +23,9 @@ def ren(request, monkeypatch):
   monkeypatch.setattr(type(Device["VULKAN"]), "renderer", property(lambda self: r))
   return r
 
-def check_hoisted(make, ren):
-  """The kernels of make() do at least 2x less work than without the hoist path (the test fails when it is switched off)."""
-  plain = renderer_with(flags=ren.caps.flags - {"hoist"})
+def check_hoisted(make, ren, flag="hoist"):
+  """The kernels of make() do at least 2x less work than without the flag's path (the test fails when it is switched off)."""
+  plain = renderer_with(flags=ren.caps.flags - {flag})
   def total(r):
     t = make()
     return sum(prod(p.arg.global_size) * prod(p.arg.local_size) * loop_passes(list(p.src[1].src))
@@ -75,3 +75,20 @@ def test_symbolic_size(ren):
   got = (t - t.square().sum().sqrt()).abs().sum().item()
   xs = x[:2999].astype(np.float64)
   np.testing.assert_allclose(got, np.abs(xs - np.sqrt((xs ** 2).sum())).sum(), rtol=1e-5)
+
+# ---- group: a reduction that reads the workgroup index but not the local dims, beside one tinygrad GROUPs over them
+
+def swiglu(x:Tensor, nw:Tensor, w1:Tensor, w3:Tensor) -> Tensor:
+  """A LLaMA decoder's FFN input for one token: RMSNorm, then the gate and the up projection, which tinygrad fuses into one kernel of
+  two reductions per output (it GROUPs one of them over the workgroup; the other ran whole on every lane)."""
+  n = x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt() * nw
+  return (n @ w1.T).silu() * (n @ w3.T)
+
+@pytest.mark.parametrize("dim,hidden", [(512, 1376), (208, 301)])
+def test_second_reduction_grouped(ren, dim, hidden):
+  x, nw, w1, w3 = data((1, 1, dim)), data(dim, lo=0.5, hi=1.5), data((hidden, dim), lo=-0.1, hi=0.1), data((hidden, dim), lo=-0.1, hi=0.1)
+  check_hoisted(lambda: swiglu(Tensor(x), Tensor(nw), Tensor(w1), Tensor(w3)), ren, "group")
+  x64 = x.astype(np.float64)
+  n = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * nw
+  g, u = n @ w1.T.astype(np.float64), n @ w3.T.astype(np.float64)
+  np.testing.assert_allclose(swiglu(Tensor(x), Tensor(nw), Tensor(w1), Tensor(w3)).numpy(), g / (1 + np.exp(-g)) * u, rtol=1e-4, atol=1e-5)

@@ -27,6 +27,8 @@ FLAGS = {
   "bda": "bufferDeviceAddress (buffers past maxStorageBufferRange are passed by address, renderer/abi.py)",
   "spread": "long reductions spread over the workgroup to fit a loop budget (a renderer path, on for every device; see renderer/passes/loops.py)",
   "hoist": "reductions that read no launch index computed once per workgroup, in few workgroups (a renderer path; renderer/passes/hoist.py)",
+  "group": "a reduction that reads the workgroup index but not every local dim shared by the lanes that differ only there, as tinygrad's "
+           "GROUP (a renderer path: tinygrad groups one reduction of a kernel, a second fused in ran whole on each lane; renderer/passes/hoist.py)",
   "fillx": "local dims merged into x when x is narrower than a SIMD vector: llvmpipe packs invocations along x only (renderer/passes/simd.py)",
   "wide": "neighbouring workgroups of independent invocations joined along x, up to 256 invocations: llvmpipe takes each workgroup "
           "from its thread pool as a task (renderer/passes/simd.py widen)",
@@ -54,7 +56,7 @@ def with_requirements(flags:set[str]) -> set[str]:
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist fillx wide lanex texel texel4 tile share reach".split()}
+                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile share reach".split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -132,7 +134,7 @@ def disabled_flags(spec:str) -> set[str]:
 # measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
 # the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
 # docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "fillx", "wide", "lanex", "texel", "texel4", "tile", "share", "denorm", "reach"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "share", "denorm", "reach"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -227,7 +227,8 @@ class PhysicalDevice:
   def flags(self) -> set[str]:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
     have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
-    out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "share"}   # renderer paths any device has
+    # renderer paths any device has
+    out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "group", "share"}
     if measure(self).denorm32: out.add("denorm")
     # by address where measured much slower than by descriptor (probe.py ADDR_KERNEL): buffers past the range in windows and pieces;
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never

@@ -10,19 +10,19 @@ from tinygrad.uop.ops import UOp
 from tinygrad_vk.caps import Caps
 from tinygrad_vk.renderer.passes.half import half_in_words
 from tinygrad_vk.renderer.passes.packing import pack
-from tinygrad_vk.renderer.passes.hoist import hoist
+from tinygrad_vk.renderer.passes.hoist import hoist, group
 from tinygrad_vk.renderer.passes.loops import fit_budget
 from tinygrad_vk.renderer.passes.simd import fill_x, lanes_x, widen
 from tinygrad_vk.renderer.passes.tile import tile
 
 # each with the flag that turns it on (None: always), and why it stands where it does:
 #   half, packing: types first, so that the later passes see the loads, stores and registers the renderers will write;
-#   hoist: before the loop budget, since a reduction computed once per workgroup makes fewer passes;
+#   hoist, group: before the loop budget, since a reduction computed once per workgroup or shared by its lanes makes fewer passes;
 #   the loop budget (no later pass adds loop passes); lanex, fillx, tile: llvmpipe's speed paths, on the kernel's final loops
 #   (lanex before fillx: which dim runs along x is chosen first, then a narrow x is filled with the others, x still fastest);
 #   wide last: it joins whole workgroups of the kernel tile has shaped (tile counts workgroups to keep the threads busy).
 SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
-  (None, half_in_words), (None, pack), ("hoist", hoist), (None, fit_budget), ("lanex", lanes_x), ("fillx", fill_x),
+  (None, half_in_words), (None, pack), ("hoist", hoist), ("group", group), (None, fit_budget), ("lanex", lanes_x), ("fillx", fill_x),
   ("tile", tile), ("wide", widen))
 
 def run_passes(caps:Caps, sink:UOp) -> UOp|None:

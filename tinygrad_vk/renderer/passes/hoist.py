@@ -4,10 +4,13 @@ tinygrad fuses a reduction of a whole tensor into the elementwise kernel that us
 on a GPU every invocation then recomputes it, where the CPU backend's clang hoists it out of the launch loops. `hoist` (in
 SINK_PASSES; `VULKAN_DISABLE=hoist` turns it off) reshapes such a kernel:
   * spread: a top-level reduction loop that reads no workgroup index runs over the local dims it does not read, the partials
-    combined through shared memory (loops.py);
+    combined through shared memory (loops.py; `spread_replicated`);
   * fold: when that invariant work outweighs the per-workgroup work, W workgroups each run k = G/W of the old ones in a loop
     (gidx -> gidx*k + r), so the invariant part is computed W times instead of G. Only for a launch of known size whose shared
     memory and barriers do not depend on the workgroup.
+`group` (flag group) spreads the same way a top-level reduction loop that does read the workgroup index but not all the local dims:
+tinygrad's optimizer GROUPs one reduction of a kernel over the local dims, and a second one fused in beside it (the up projection
+next to a SwiGLU's gate, in every decoder layer of a language model) ran whole on every lane.
 """
 from __future__ import annotations
 from tinygrad.uop.ops import Ops, UOp, AxisType
@@ -21,17 +24,17 @@ from tinygrad_vk.renderer.passes.loops import find_loops, loop_ends, spreadable,
 # thread, so more would only add redundant work): a GPU keeps its compute units busy with the elementwise part
 GPU_MIN_GROUPS = 64
 def _reads_group(end:UOp) -> bool: return any(u.op is Ops.SPECIAL and u.arg[0] == "g" for u in end.backward_slice)
-def spread_invariant(sink:UOp, caps:Caps) -> UOp|None:
-  """Top-level reduction loops that read no workgroup index, each run over the local dims it does not read (all of them when it reads
-  none): the invocations that differ only there compute the same value, so they share the iterations instead."""
+def spread_replicated(sink:UOp, caps:Caps, invariant:bool) -> UOp|None:
+  """Top-level reduction loops that read no workgroup index (invariant) or do, each run over the local dims it does not read: the
+  invocations that differ only there compute the same value, so they share the iterations instead."""
   topo = sink.toposort()
   loc, sizes = dims(topo, "l")
+  if prod(sizes) < 2 or not [e for e in loop_ends(topo) if _reads_group(e) != invariant and _free(e, sizes)]: return None   # no linearize
   smem_left = caps.smem - sum(u.max_numel() * u.dtype.itemsize for u in topo if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
   chosen = []   # (loop, accumulators, lane, first slot of its group, lanes)
   for l in find_loops(sink):
-    if l.outer or _reads_group(l.end) or isinstance(accs := spreadable(l, topo), str) or not accs: continue
-    reads = {u.arg for u in l.end.backward_slice if u.op is Ops.SPECIAL}
-    free = [d for d in range(3) if sizes[d] > 1 and f"lidx{d}" not in reads]
+    if l.outer or _reads_group(l.end) == invariant or isinstance(accs := spreadable(l, topo), str) or not accs: continue
+    free = _free(l.end, sizes)
     lanes = prod(sizes[d] for d in free)
     if lanes < 2 or trip_count(l.rng) <= lanes or (need := prod(sizes) * sum(a.buf.max_numel() * a.buf.dtype.itemsize for a in accs)) > smem_left:
       continue
@@ -43,6 +46,10 @@ def spread_invariant(sink:UOp, caps:Caps) -> UOp|None:
       else: group, gstride = group + loc[f"lidx{d}"] * iconst(gstride), gstride * sizes[d]
     chosen.append((l, accs, lane, group, lanes))
   return spread_loops(sink, topo, chosen, prod(sizes), next_axis(topo), {}) if chosen else None
+def _free(end:UOp, sizes:list[int]) -> list[int]:
+  """The local dims of more than one invocation a loop's result does not read."""
+  reads = {u.arg for u in end.backward_slice if u.op is Ops.SPECIAL}
+  return [d for d in range(3) if sizes[d] > 1 and f"lidx{d}" not in reads]
 
 def fold_groups(sink:UOp, min_groups:int) -> UOp|None:
   """The workgroups as a loop inside fewer workgroups, when the work that does not depend on the workgroup dominates."""
@@ -84,6 +91,8 @@ def hoist(sink:UOp, caps:Caps) -> UOp|None:
   if any(u.op is Ops.RANGE and u.arg[-1] is AxisType.LOOP for u in topo): return None   # folded already
   # both need a loop that reads no workgroup index: most kernels have none, and finding the loops' nesting costs a linearize
   if all(_reads_group(e) for e in loop_ends(topo)): return None
-  spread = spread_invariant(sink, caps)
+  spread = spread_replicated(sink, caps, invariant=True)
   folded = fold_groups(spread if spread is not None else sink, caps.threads or GPU_MIN_GROUPS)
   return folded if folded is not None else spread
+
+def group(sink:UOp, caps:Caps) -> UOp|None: return spread_replicated(sink, caps, invariant=False)
