@@ -15,7 +15,7 @@ from tinygrad.helpers import Context
 from tinygrad.nn import Embedding, Linear
 from tinygrad.nn.state import get_state_dict
 
-MAX_CONTEXT = 32
+MAX_CONTEXT = 64
 
 class RMSNorm:
   def __init__(self, dim:int, eps=1e-5): self.eps, self.weight = eps, Tensor.ones(dim)
