@@ -36,7 +36,7 @@ why_not() {
   . /etc/os-release
   [ "$(id -u)" = 0 ] || { echo "not root (debootstrap, chroot and mount namespaces need it)"; return; }
   [ "${ID:-}" = debian ] || { echo "not Debian (this is ${PRETTY_NAME:-unknown})"; return; }
-  command -v unshare >/dev/null || echo "no unshare (util-linux)"
+  unshare --mount --propagation private true >/dev/null 2>&1 || echo "no mount namespace here (unshare --mount failed)"
 }
 
 build() {
