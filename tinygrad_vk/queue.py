@@ -14,7 +14,7 @@ queue lost: every later call raises the same `DeviceLost`, naming the device and
 from __future__ import annotations
 import collections, decimal, gc, os, signal, sys, threading, time, weakref
 from typing import Callable, TYPE_CHECKING, cast
-from tinygrad.helpers import PROFILE, ProfileRangeEvent
+from tinygrad.helpers import PROFILE, ProfileRangeEvent, suppress_finalizing
 from tinygrad.device import Compiled
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, result_name, VulkanError, ERROR_OUT_OF_POOL_MEMORY, ERROR_FRAGMENTED_POOL
 if TYPE_CHECKING: from tinygrad_vk.device import VulkanDevice
@@ -331,9 +331,11 @@ class Interrupts:
   """Delivers SIGINT only where it cannot be lost. Installed over Python's own handler (not over one the program installed) by the
   first queue created in the main thread (Python runs signal handlers in the main thread only). Held back while the main thread
   holds a queue's lock outside a fence wait, and delivered when the outermost lock is released. Held back too inside a finalizer
-  (a `__del__`, a weakref.finalize, anything the garbage collector runs), where Python would print the KeyboardInterrupt as
-  "Exception ignored" and carry on: a SIGINT the main thread is sent 10 ms later delivers it, or waits again. Presses while one is
-  held back are one interrupt. A handler installed later replaces this one: interrupts then land anywhere, which every step survives."""
+  (a `__del__`, tinygrad's suppress_finalizing wrapper of one, a weakref.finalize, anything the garbage collector runs), where
+  Python would print the KeyboardInterrupt as "Exception ignored" and carry on: a SIGINT the main thread is sent 10 ms later
+  delivers it, or waits again. One that lands in a finalizer no frame shows (a plain weakref callback) reaches sys.unraisablehook,
+  which sends it again the same way. Presses while one is held back are one interrupt. A handler installed later replaces this
+  one: interrupts then land anywhere, which every step survives."""
   def __init__(self):
     self.queues: list[CommandQueue] = []
     self.prev: Callable|None = None
@@ -341,6 +343,7 @@ class Interrupts:
     self.resent = False                  # the next SIGINT is the one resend() sent
     self.timer: threading.Timer|None = None
     self.collecting = False              # the garbage collector runs in the main thread
+    self.unraisable = sys.unraisablehook  # the hook before ours
   def watch(self, q:CommandQueue):
     self.queues.append(q)
     if self.prev is None and threading.current_thread() is threading.main_thread() and \
@@ -348,12 +351,17 @@ class Interrupts:
       self.prev = signal.default_int_handler
       signal.signal(signal.SIGINT, self.handle)
       gc.callbacks.append(self._gc)
+      self.unraisable, sys.unraisablehook = sys.unraisablehook, self._unraisable   # a KeyboardInterrupt Python dropped: again
   def _gc(self, phase, info): self.collecting = phase == "start" and threading.current_thread() is threading.main_thread()
+  def _unraisable(self, u):
+    if not isinstance(u.exc_value, KeyboardInterrupt) or self.prev is None: return self.unraisable(u)
+    self.pending = self.pending or (signal.SIGINT, None)
+    self._resend_soon()
   # typeshed's RLock leaves out _is_owned, which CPython's RLocks (C and Python) have
   def _held(self) -> bool: return any(q.lock._is_owned() and not q.waiting for q in self.queues)  # type: ignore[attr-defined]
   def _finalizing(self, frame) -> bool:
     while frame is not None:
-      if frame.f_code.co_name == "__del__" or frame.f_code is _FINALIZE: return True
+      if frame.f_code.co_name == "__del__" or frame.f_code in _FINALIZERS: return True
       frame = frame.f_back
     return self.collecting
   def handle(self, signum, frame):
@@ -363,14 +371,14 @@ class Interrupts:
     self.deliver(frame)
   def deliver(self, frame=None):
     if self.pending is None or self.prev is None or self._held(): return
-    if self._finalizing(frame or sys._getframe(1)):
-      if self.timer is None:
-        self.timer = threading.Timer(0.01, self.resend)
-        self.timer.daemon = True
-        self.timer.start()
-      return
+    if self._finalizing(frame or sys._getframe(1)): return self._resend_soon()
     args, self.pending = self.pending, None
     self.prev(*args)
+  def _resend_soon(self):
+    if self.timer is None:
+      self.timer = threading.Timer(0.01, self.resend)
+      self.timer.daemon = True
+      self.timer.start()
   def resend(self):
     self.timer = None
     if self.pending is not None and signal.getsignal(signal.SIGINT) == self.handle:
@@ -383,6 +391,7 @@ class Interrupts:
       q.lock = threading.RLock()   # the parent's may have been held by a thread that does not exist here
       if q.lost is None: q.lost = f"{q.dev.device} was opened before os.fork(): {FORKED}"
 
-_FINALIZE = weakref.finalize.__call__.__code__
+# code that only finalizers run: weakref.finalize's call, tinygrad's wrapper of a __del__ (every wrapper shares one code object)
+_FINALIZERS = (weakref.finalize.__call__.__code__, suppress_finalizing(lambda: None).__code__)
 interrupts = Interrupts()
 os.register_at_fork(after_in_child=interrupts.forked)
