@@ -69,3 +69,23 @@ def test_views_of_inputs_follow_new_inputs(monkeypatch):
     inputs.append((tb := Tensor(a).realize(), ty := Tensor(y).realize()))
     np.testing.assert_allclose(f(tb, ty).numpy(), (a[3:304] + 7) * y + a[5:306], rtol=1e-6, atol=1e-6)
   assert (spy.replays, spy.records) == (REPLAYS, REPLAYS), "every replay with new input buffers re-binds and records the graph"
+
+def test_begin_info_points_at_live_memory(vk_hooks):
+  # the secondary's VkCommandBufferInheritanceInfo was a temporary: cffi keeps no pointee of a struct field alive, so it was freed
+  # before vkBeginCommandBuffer read it (the validation layer 1.4.363 crashed there now and then, deep-copying it). A freed block
+  # goes to the next allocation of its size: these would overwrite it
+  import vulkan as vk
+  from tinygrad_vk.vk import ffi, NULL
+  seen = []
+  def begin(real, cmd, info):
+    if info.pInheritanceInfo != NULL:
+      junk = [ffi.new("VkCommandBufferInheritanceInfo*", {"sType": 12345}) for _ in range(64)]
+      seen.append((info.pInheritanceInfo.sType, len(junk)))
+    return real(cmd, info)
+  vk_hooks["vkBeginCommandBuffer"] = begin
+  @TinyJit
+  def step(a): return ((a * 3).contiguous() + 1).realize()
+  x = data(1001)
+  t = Tensor(x).realize()
+  for _ in range(4): np.testing.assert_allclose(step(t).numpy(), x * 3 + 1, rtol=1e-6)
+  assert seen and all(s == vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO for s, _ in seen), seen

@@ -96,8 +96,9 @@ class VulkanGraph(GraphRunner):
     roots: dict[int, VulkanBuffer] = {}
     # a recording that an exception cut short left the buffer begun (or ended): it cannot be begun again without a reset
     check(lib.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")
-    check(lib.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo", pInheritanceInfo=new("VkCommandBufferInheritanceInfo"),
-                                            flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)), "vkBeginCommandBuffer")
+    inherit = new("VkCommandBufferInheritanceInfo")   # named: cffi keeps no pointee of a struct field alive
+    begin = new("VkCommandBufferBeginInfo", pInheritanceInfo=inherit, flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
+    check(lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")
     def copies(pairs):
       for src, dst in pairs:
         hazards.order(cmd, [src], [dst])
