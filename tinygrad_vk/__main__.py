@@ -35,11 +35,21 @@ def unsupported(phys, caps) -> list[str]:
   out += [f"views must sit at a multiple of their element size inside minStorageBufferOffsetAlignment ({caps.align} B)" +
           (" (types packed in 32-bit words: at any byte)" if any(dtype_support(n, caps) == "packed" for n in DTYPE_RULES) else ""),
           "float4 accesses are real vec4 loads/stores only where the view offset keeps them aligned (a pipeline variant otherwise packs scalars)",
-          "no tensor cores / cooperative matrices",
           "sin/cos use tinygrad's decomposition: Vulkan bounds sin only on [-pi, pi]",
           "one compute queue, no asynchronous transfer queue", "Tensor.from_blob (external host memory) is not supported"]
   if not caps.flags & {"nan32"}: out.append("NaN/Inf/signed zero not guaranteed by the driver: isnan uses a bit test")
   return out
+
+def tensor_cores(phys, caps) -> str|list[str]:
+  """The cooperative matrix shapes (M x N x K, A/B type -> C type), and whether tinygrad gets them as tensor cores."""
+  from tinygrad_vk.renderer.coopmat import COMPONENT, tensor_cores
+  if not phys.coop_shapes: return "none (no VK_KHR_cooperative_matrix shape at subgroup scope)"
+  names = {v: repr(d)[7:] for v, d in COMPONENT.items()}
+  shapes = [f"{m}x{n}x{k} {names.get(a, a)} -> {names.get(c, c)}" for m, n, k, a, c in zip(*[iter(phys.coop_shapes)] * 5)]
+  if "coopmat" in caps: state = f"on: {len(tensor_cores(caps))} as tinygrad tensor cores of {caps.sg} threads (VULKAN_DISABLE=coopmat off)"
+  else: state = (f"off: a WMMA measured {measure(phys).coop_speedup:.2f}x the speed of FMAs (probe.py; VULKAN_COOPMAT=1 forces it on)"
+                 if measure(phys).coop_speedup else "off (VULKAN_COOPMAT=0, VULKAN_DISABLE or VULKAN_PROFILE)")
+  return shapes + [state]
 
 def describe(dev_idx:int, phys) -> list[tuple[str, str|list[str]]]:
   """(property, value) rows; a list value is one item a line (markdown: joined by '; ', as the items may contain ';' themselves)"""
@@ -63,7 +73,7 @@ def describe(dev_idx:int, phys) -> list[tuple[str, str|list[str]]]:
            ("max buffer size", size(phys.max_buffer)), ("maxMemoryAllocationSize", size(phys.max_alloc)),
            ("maxMemoryAllocationCount", f"{caps.allocs} (buffers are suballocated from a few blocks)"),
            ("heap budget", BUDGET_EXT if BUDGET_EXT in phys.extensions else f"{HEAP_SHARE:.0%} of each heap (no {BUDGET_EXT})"),
-           ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick")]
+           ("timestamps", f"{phys.timestamp_bits} bits, {lim['timestampPeriod']} ns/tick"), ("tensor cores", tensor_cores(phys, caps))]
   groups: dict[str, list[str]] = {}
   for name in DTYPE_RULES: groups.setdefault(dtype_support(name, caps), []).append(name)
   from tinygrad_vk.device import RENDERERS

@@ -45,18 +45,25 @@ FLAGS = {
   "reach": "buffers past maxStorageBufferRange reached through windows and pieces of workgroups (abi.py REACH, SPLIT), not by address: "
            "where probe.py measured a load by address over twice as slow as one through a descriptor (lavapipe before Mesa 25; "
            "VULKAN_REACH=1/0 forces it on/off, VULKAN_DISABLE=reach off)",
+  "vmm": "vulkanMemoryModel (a kernel with cooperative matrices is written in the Vulkan memory model; enabled only for them)",
+  "fullsg": "computeFullSubgroups (a pipeline with cooperative matrices requires full subgroups; enabled only for them)",
+  "coopmat": "tensor cores: tinygrad's WMMA as OpCooperativeMatrixMulAddKHR on the shapes VK_KHR_cooperative_matrix reports at subgroup "
+             "scope, through workgroup memory (renderer/coopmat.py); on by default where probe.py measured it faster than FMAs "
+             "(VULKAN_COOPMAT=1/0 forces it on/off, VULKAN_DISABLE=coopmat off)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
            "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
-REQUIRES = {"texel4": ("texel", "vec"), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",), "nan16": ("f16",), "nan64": ("f64",)}
+REQUIRES = {"texel4": ("texel", "vec"), "coopmat": ("vmm", "fullsg"), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",),
+            "nan16": ("f16",), "nan64": ("f64",)}
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
   while (more := {r for f in out for r in REQUIRES.get(f, ())} - out): out |= more
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in "f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile share reach".split()}
+                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile share reach vmm fullsg "
+                            "coopmat").split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -80,20 +87,24 @@ class Caps:
   vk: int = 11                                # the Vulkan version in use, 10*major+minor: min(instance, device, VULKAN_PROFILE)
   threads: int = 0                            # workgroups the device runs at once when known (llvmpipe: its threads), 0: a GPU
   texels: int = 0                             # maxTexelBufferElements (the "texel" path's bound on a texel buffer)
+  sg: int = 0                                 # subgroupSize: the threads of a tensor core (flag coopmat)
+  coop: tuple[int, ...] = ()                  # cooperative matrix shapes, M,N,K,A/B type,C type each (VkComponentTypeKHR; flag coopmat)
   def __contains__(self, flag:str) -> bool: return flag in self.flags
   def meet(self, other:Caps) -> Caps:
     """What both devices can do. tinygrad compiles a kernel that spans devices (a sharded tensor's) once, for the first of them, and
     runs it on every one: devices used together must render alike."""
     loops = min((n for n in (self.maxloop, other.maxloop) if n), default=0)   # 0 is unbounded
-    return replace(self, flags=self.flags & other.flags, maxloop=loops, **{f.name: _tighter(f.name, getattr(self, f.name), getattr(other, f.name))
-                   for f in fields(Caps) if f.name not in ("flags", "maxloop")})
+    coop = self.coop if (self.coop, self.sg) == (other.coop, other.sg) else ()   # tensor cores only where both have the same ones
+    return replace(self, flags=self.flags & other.flags, maxloop=loops, coop=coop, **{f.name: _tighter(f.name, getattr(self, f.name),
+                   getattr(other, f.name)) for f in fields(Caps) if f.name not in ("flags", "maxloop", "coop")})
   def encode(self) -> str:
     def enc(v): return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags"])
+    return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags" and
+                                          (f.name != "coop" or self.coop)])
   @staticmethod
   def decode(arch:str) -> Caps:   # unknown keys are ignored, missing ones take the defaults
     toks, names = [t.split("=", 1) for t in arch.split(",") if t], {f.name for f in fields(Caps)}
-    kw: dict = {k: tuple(int(x) for x in v.split(".")) if k in ("wgsize", "wgcount") else int(v) for k, v in (t for t in toks if len(t) == 2)
+    kw: dict = {k: tuple(int(x) for x in v.split(".")) if k in ("wgsize", "wgcount", "coop") else int(v) for k, v in (t for t in toks if len(t) == 2)
                 if k in names}
     return Caps(frozenset(t[0] for t in toks if len(t) == 1), **kw)
 
@@ -110,7 +121,8 @@ class SpirvTarget:
   def name(self) -> str: return f"SPIR-V {self.version[0]}.{self.version[1]} (target environment {self.env})"
   def core(self, ext:str) -> bool:   # SPIR-V extension `ext` is core in this version: nothing to declare
     return self.version >= {"SPV_KHR_16bit_storage": (1, 3), "SPV_KHR_storage_buffer_storage_class": (1, 3), "SPV_KHR_float_controls": (1, 4),
-                            "SPV_KHR_8bit_storage": (1, 5), "SPV_KHR_physical_storage_buffer": (1, 5)}[ext]
+                            "SPV_KHR_8bit_storage": (1, 5), "SPV_KHR_physical_storage_buffer": (1, 5),
+                            "SPV_KHR_vulkan_memory_model": (1, 5), "SPV_KHR_cooperative_matrix": (9, 9)}[ext]   # (9, 9): not core yet
 
 SPIRV_1_3, SPIRV_1_5 = SpirvTarget("vulkan1.1", (1, 3)), SpirvTarget("vulkan1.2", (1, 5))
 def spirv_target(caps:Caps) -> SpirvTarget: return SPIRV_1_3 if caps.vk < 12 else SPIRV_1_5

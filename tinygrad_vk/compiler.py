@@ -115,6 +115,7 @@ def assemble(text:str, version:int=SPIRV_1_5.word) -> bytes:
       elif t[0].isdigit() or t[0] == "-":
         ops.extend(_literal(t, numeric[ops[0]]) if name in ("OpConstant", "OpSpecConstant") and i == 1 else [int(t, 0) & 0xffffffff])
       elif (e := (CAPABILITIES if name == "OpCapability" else ENUMS).get(t)) is not None: ops.append(e)
+      elif all(f in ENUMS for f in t.split("|")): ops.append(sum(ENUMS[f] for f in t.split("|")))   # a mask: A|B
       else: raise CompileError(f"SPIR-V assembler: unknown operand {t!r} in: {line.strip()}")
     if res is not None:
       if name.startswith("OpType") or name in NO_RESULT_TYPE:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new, enumerate_, cstr, version_str
 from tinygrad_vk.caps import Caps, disabled_flags, apply_profile, profile_vk, vk_version, vk_of, with_requirements, env_number, env_text, \
   MIN_VK, MAX_VK
-from tinygrad_vk.probe import measure, ADDR_SLOW
+from tinygrad_vk.probe import measure, ADDR_SLOW, COOP_FAST
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_TYPES = {vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other", vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
@@ -50,7 +50,7 @@ class Instance:
     if self.validation: self._listen()
     raw = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
     if not raw: raise RuntimeError("VULKAN: the Vulkan loader found no devices; install a driver (mesa-vulkan-drivers gives lavapipe)")
-    self.all = [PhysicalDevice(i, h, self.vk) for i, h in enumerate(raw)]
+    self.all = [PhysicalDevice(i, h, self.vk, self.handle) for i, h in enumerate(raw)]
     self.devices = select_devices(self.all, env_text("VULKAN_DEVICES"))
   def _create(self):
     layers, exts, flags, chain = [], [], 0, NULL
@@ -114,6 +114,7 @@ class MemoryType:
   heap: int
   heap_size: int
 
+COOPMAT = "VK_KHR_cooperative_matrix"
 # the pNext structs read (and enabled): name -> (sType, the Vulkan version it is core in, the device extension that has it before).
 # One used only where the device's version or extensions have it: on Vulkan 1.1 that is the extension's.
 STRUCTS = {
@@ -122,18 +123,28 @@ STRUCTS = {
   "VkPhysicalDeviceDriverProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, 12, "VK_KHR_driver_properties"),
   "VkPhysicalDeviceFloatControlsProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES, 12, "VK_KHR_shader_float_controls"),
   "VkPhysicalDeviceMaintenance4Properties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES, 13, "VK_KHR_maintenance4"),
+  "VkPhysicalDeviceSubgroupSizeControlProperties": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, 13,
+                                                    "VK_EXT_subgroup_size_control"),
   "VkPhysicalDevice16BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, 11, None),
   "VkPhysicalDevice8BitStorageFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, 12, "VK_KHR_8bit_storage"),
   "VkPhysicalDeviceShaderFloat16Int8Features": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, 12, "VK_KHR_shader_float16_int8"),
   "VkPhysicalDeviceBufferDeviceAddressFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, 12,
                                                   "VK_KHR_buffer_device_address"),
+  "VkPhysicalDeviceVulkanMemoryModelFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, 12,
+                                                "VK_KHR_vulkan_memory_model"),
+  "VkPhysicalDeviceSubgroupSizeControlFeatures": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, 13,
+                                                  "VK_EXT_subgroup_size_control"),
+  "VkPhysicalDeviceCooperativeMatrixFeaturesKHR": (vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, 99, COOPMAT),
 }
 # each feature tinygrad_vk enables: the flag that uses it (caps.FLAGS) and its struct (None: VkPhysicalDeviceFeatures)
 FEATURES = {"shaderFloat64": ("f64", None), "shaderInt64": ("i64", None), "shaderInt16": ("i16", None),
             "storageBuffer16BitAccess": ("s16", "VkPhysicalDevice16BitStorageFeatures"),
             "storageBuffer8BitAccess": ("s8", "VkPhysicalDevice8BitStorageFeatures"),
             "shaderFloat16": ("f16", "VkPhysicalDeviceShaderFloat16Int8Features"), "shaderInt8": ("i8", "VkPhysicalDeviceShaderFloat16Int8Features"),
-            "bufferDeviceAddress": ("bda", "VkPhysicalDeviceBufferDeviceAddressFeatures")}
+            "bufferDeviceAddress": ("bda", "VkPhysicalDeviceBufferDeviceAddressFeatures"),
+            "vulkanMemoryModel": ("vmm", "VkPhysicalDeviceVulkanMemoryModelFeatures"),
+            "computeFullSubgroups": ("fullsg", "VkPhysicalDeviceSubgroupSizeControlFeatures"),
+            "cooperativeMatrix": ("coopmat", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR")}
 FLOAT_CONTROLS = "VkPhysicalDeviceFloatControlsProperties"   # the nan flags' SPIR-V needs its extension enabled on Vulkan 1.1
 # MoltenVK: a device that advertises it must have it enabled. Its features (events, image views, samplers, tessellation, vertex
 # input, triangle fans) are all graphics or objects tinygrad_vk never creates, so there is nothing else to respect.
@@ -146,15 +157,15 @@ def chain(structs:dict[str, Any]) -> Any:
   return ptrs[0] if ptrs else NULL
 
 class PhysicalDevice:
-  def __init__(self, index:int, handle, instance_vk:int=MAX_VK):
-    self.index, self.handle = index, handle
+  def __init__(self, index:int, handle, instance_vk:int=MAX_VK, inst=NULL):
+    self.index, self.handle, self.inst = index, handle, inst
     base = ffi.new("VkPhysicalDeviceProperties*")
     lib.vkGetPhysicalDeviceProperties(handle, base)
     self.name, self.type, self.api_version, self.driver_version = cstr(base.deviceName), base.deviceType, base.apiVersion, base.driverVersion
     self.vk = min(vk_of(self.api_version), instance_vk)   # the version in use: the instance's apiVersion caps the device's
     self.extensions = {cstr(e.extensionName) for e in enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", handle, NULL)}
     if self.vk < MIN_VK: return   # refused by select_devices; nothing past Vulkan 1.0 may be called on it
-    ps = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Properties") and self.has(n)}
+    ps = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if "Properties" in n and self.has(n)}
     props = new("VkPhysicalDeviceProperties2", pNext=chain(ps))
     lib.vkGetPhysicalDeviceProperties2(handle, props)
     pr, lim = props.properties, props.properties.limits
@@ -163,6 +174,8 @@ class PhysicalDevice:
     self.driver, self.driver_id = ((f"{cstr(drv.driverName)} {cstr(drv.driverInfo)}".strip(), drv.driverID) if drv else
                                    (f"driver {pr.driverVersion:#x}", 0))
     self.subgroup_size = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize
+    sc = ps.get("VkPhysicalDeviceSubgroupSizeControlProperties")
+    self.min_subgroup = sc.minSubgroupSize if sc else self.subgroup_size   # the subgroup size a pipeline may get: one, or a range
     self.max_alloc = ps["VkPhysicalDeviceMaintenance3Properties"].maxMemoryAllocationSize
     # maintenance4: the real buffer size limit, above the soft allocation limit
     self.max_buffer = m4.maxBufferSize if (m4 := ps.get("VkPhysicalDeviceMaintenance4Properties")) else self.max_alloc
@@ -175,15 +188,25 @@ class PhysicalDevice:
     self.nan_preserve = {w: bool(fc and getattr(fc, f"shaderSignedZeroInfNanPreserveFloat{w}")) for w in (16, 32, 64)}
     self._read_features()
     self._read_memory()
+    self.coop_shapes = self._read_coop_shapes() if self.features["cooperativeMatrix"] and self.inst != NULL else ()
     qfs = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", handle)
     self.queue_family = next((i for i, q in enumerate(qfs) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
     self.timestamp_bits = qfs[self.queue_family].timestampValidBits if self.queue_family is not None else 0
   def _read_features(self):
-    fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if n.endswith("Features") and self.has(n)}
+    fs = {n: new(n, sType=STRUCTS[n][0]) for n in STRUCTS if "Features" in n and self.has(n)}
     feats = new("VkPhysicalDeviceFeatures2", pNext=chain(fs))
     lib.vkGetPhysicalDeviceFeatures2(self.handle, feats)
     self.features = {f: bool((src := feats.features if st is None else fs.get(st)) is not None and getattr(src, f))
                      for f, (_, st) in FEATURES.items()}
+  def _read_coop_shapes(self) -> tuple[int, ...]:
+    """The cooperative matrix shapes a tensor core can use: subgroup scope, A and B of one type, C and the result of one, no
+    saturation; M,N,K,A type,C type each (caps.Caps.coop)."""
+    fn = lib.vkGetInstanceProcAddr(self.inst, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if fn == NULL: return ()
+    props = enumerate_(ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", fn), "VkCooperativeMatrixPropertiesKHR", self.handle,
+                       sType=vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR)
+    return tuple(v for p in props if p.scope == vk.VK_SCOPE_SUBGROUP_KHR and p.AType == p.BType and p.CType == p.ResultType and
+                 not p.saturatingAccumulation for v in (p.MSize, p.NSize, p.KSize, p.AType, p.CType))
   def _read_memory(self):
     mp = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(self.handle, mp)
@@ -230,6 +253,14 @@ class PhysicalDevice:
     # renderer paths any device has
     out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "group", "share"}
     if measure(self).denorm32: out.add("denorm")
+    # tensor cores where the device has shapes for them, where measured faster than FMAs (probe.py COOP_KERNEL); VULKAN_COOPMAT=1/0
+    # forces them on/off. A subgroup size that varies (AMD's wave32/64) would need requiredSubgroupSize on each such pipeline: not yet
+    faster = int(bool(self.coop_shapes) and measure(self).coop_speedup > COOP_FAST)
+    if not (self.coop_shapes and self.min_subgroup == self.subgroup_size and env_number("VULKAN_COOPMAT", faster)):
+      out.discard("coopmat")
+    # what only cooperative matrices use stays off without them: with vulkanMemoryModel enabled, Device-scope atomics (packing.py's)
+    # would need vulkanMemoryModelDeviceScope too
+    if "coopmat" not in out: out -= {"vmm", "fullsg"}
     # by address where measured much slower than by descriptor (probe.py ADDR_KERNEL): buffers past the range in windows and pieces;
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
     if "bda" in out and env_number("VULKAN_REACH", int(measure(self).address_cost > ADDR_SLOW)): out.add("reach")
@@ -254,6 +285,7 @@ class PhysicalDevice:
                 range=min(lim["maxStorageBufferRange"], env_number("VULKAN_MAX_STORAGE_RANGE", lim["maxStorageBufferRange"])),
                 allocs=lim["maxMemoryAllocationCount"], vk=self.vk, texels=lim["maxTexelBufferElements"],
                 threads=llvmpipe_threads() if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE else 0,
+                sg=self.subgroup_size, coop=self.coop_shapes if "coopmat" in flags else (),
                 maxloop=self.loop_budget())
   def loop_budget(self) -> int:
     """Loop passes one invocation may make (0: unbounded), as measured (probe.py). VULKAN_MAX_LOOP_ITERATIONS may lower a driver's

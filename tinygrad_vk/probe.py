@@ -10,6 +10,9 @@
   each (gallivm lp_bld_nir_soa.c emit_load_global), ~10x the cost of its storage-buffer load; Mesa 25's lavapipe costs the same
   either way. No property says which, so ADDR_KERNEL times the same loads both ways (abi.py then reaches buffers past
   maxStorageBufferRange through windows and pieces where the address ones are over ADDR_SLOW times slower: caps.FLAGS "reach").
+* What a cooperative matrix MulAdd costs beside the FMAs it stands for, where the device has VK_KHR_cooperative_matrix: lavapipe
+  (Mesa 26.2) runs it on the CPU's vector units lane by lane (nir_lower_cooperative_matrix), slower than plain FMAs; a GPU's
+  matrix units are many times faster. COOP_KERNEL times the same multiply-adds both ways (caps.FLAGS "coopmat").
 The kernel runs on a VkDevice of its own, before tinygrad_vk opens the real one, so that `Caps` are whole from the start.
 """
 from __future__ import annotations
@@ -21,9 +24,10 @@ from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, spirv_target
 from tinygrad_vk.compiler import assemble
 from tinygrad_vk.memory import USAGE_ADDRESS, ALLOCATE_ADDRESS
+from tinygrad_vk.program import REQUIRE_FULL_SUBGROUPS
 if TYPE_CHECKING: from tinygrad_vk.instance import PhysicalDevice
 
-VERSION = 3                  # bump when the kernel or what is read from it changes: the disk cache keys on it
+VERSION = 4                  # bump when the kernel or what is read from it changes: the disk cache keys on it
 LOOP_PASSES = (1 << 17) + 7  # past llvmpipe's 65535
 ONE, DENORMAL = 0x3f800000, 0x00400000   # float32 bits: 1.0, 2^-127
 
@@ -32,6 +36,7 @@ class Measured:
   loop_limit: int    # passes a loop may make, 0: unbounded
   denorm32: bool     # a float32 denormal times 1.0 is itself
   address_cost: float = 0.0   # a load by address's time over a load through a descriptor's (ADDR_KERNEL), 0: not measured
+  coop_speedup: float = 0.0   # the FMAs' time over the cooperative matrices' (COOP_KERNEL), 0: not measured
 
 # words[0] = n; words[1] = passes of a loop of n; words[4] = words[2] * words[3] (floats)
 KERNEL = """OpCapability Shader
@@ -158,9 +163,10 @@ def measure(phys:PhysicalDevice) -> Measured:
   """The driver's measured behaviour, from the disk cache when this driver version has been measured before."""
   key = f"{phys.name}|{phys.driver}|{phys.driver_version}|{phys.api_version}|{phys.vk}|v{VERSION}"
   if (words := diskcache_get("vulkan_probe", key)) is None:
-    words = run(phys) + [round(1000 * address_cost(phys)) if phys.features["bufferDeviceAddress"] else 0]
+    words = run(phys) + [round(1000 * address_cost(phys)) if phys.features["bufferDeviceAddress"] else 0, round(1000 * coop_speedup(phys))]
     diskcache_put("vulkan_probe", key, words)
-  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, denorm32=words[4] == DENORMAL, address_cost=words[-1] / 1000)
+  return Measured(loop_limit=words[1] if words[1] < LOOP_PASSES else 0, denorm32=words[4] == DENORMAL, address_cost=words[-2] / 1000,
+                  coop_speedup=words[-1] / 1000)
 
 def run(phys:PhysicalDevice) -> list[int]:
   """Run KERNEL once on a device of its own."""
@@ -184,6 +190,122 @@ def address_cost(phys:PhysicalDevice) -> float:
     p.launch(*desc, ADDR_GROUPS), p.launch(*addr, ADDR_GROUPS, push)   # warm
     times = [(p.launch(*desc, ADDR_GROUPS), p.launch(*addr, ADDR_GROUPS, push)) for _ in range(3)]
     return min(t for _, t in times) / max(min(t for t, _ in times), 1e-9)
+  finally: p.close()
+
+# n = words[0] passes. Each invocation of a subgroup-sized workgroup adds M*N*K/S multiply-adds a pass to its M*N/S float
+# accumulators, as a WMMA of the renderer does it (renderer/coopmat.py): its fragments of A, B (the pass number) and C into
+# workgroup tiles, OpCooperativeMatrixMulAddKHR, its fragment of the result back; or as M*N/S chains of K FMAs.
+# words[1 + invocation] = its first accumulator.
+COOP_KERNEL = """OpCapability Shader
+OpCapability Float16
+OpCapability VulkanMemoryModel
+{caps}{ext}OpMemoryModel Logical Vulkan
+OpEntryPoint GLCompute %main "main" %lid{interface}
+OpExecutionMode %main LocalSize {S} 1 1
+OpDecorate %lid BuiltIn LocalInvocationIndex
+OpDecorate %arr ArrayStride 4
+OpMemberDecorate %S 0 Offset 0
+OpDecorate %S Block
+OpDecorate %buf DescriptorSet 0
+OpDecorate %buf Binding 0
+%void = OpTypeVoid
+%fn = OpTypeFunction %void
+%bool = OpTypeBool
+%uint = OpTypeInt 32 0
+%float = OpTypeFloat 32
+%half = OpTypeFloat 16
+%arr = OpTypeRuntimeArray %uint
+%S = OpTypeStruct %arr
+%pS = OpTypePointer StorageBuffer %S
+%pu = OpTypePointer StorageBuffer %uint
+%buf = OpVariable %pS StorageBuffer
+%pin = OpTypePointer Input %uint
+%lid = OpVariable %pin Input
+%zero = OpConstant %float 0
+%one = OpConstant %float 1
+{consts}{types}%main = OpFunction %void None %fn
+%entry = OpLabel
+%l = OpLoad %uint %lid
+%pn = OpAccessChain %pu %buf %c0 %c0
+%n = OpLoad %uint %pn
+OpBranch %head
+%head = OpLabel
+%i = OpPhi %uint %c0 %entry %next %cont
+{phis}OpLoopMerge %merge %cont None
+OpBranch %cond
+%cond = OpLabel
+%more = OpULessThan %bool %i %n
+OpBranchConditional %more %body %merge
+%body = OpLabel
+%x = OpConvertUToF %float %i
+%xh = OpFConvert %half %x
+{body}OpBranch %cont
+%cont = OpLabel
+%next = OpIAdd %uint %i %c1
+OpBranch %head
+%merge = OpLabel
+%rb = OpBitcast %uint %a0_0
+%o = OpIAdd %uint %l %c1
+%po = OpAccessChain %pu %buf %c0 %o
+OpStore %po %rb
+OpReturn
+OpFunctionEnd
+"""
+COOP_GROUPS, COOP_FAST = 1024, 1.2   # workgroups a launch; "coopmat" on by default where the WMMAs are over 1.2x faster
+
+def coop_kernel(M:int, N:int, K:int, S:int, coop:bool, version:tuple[int, int]) -> str:
+  """COOP_KERNEL for an MxNxK shape of float16 A and B and float32 C on S-wide subgroups: by WMMA or by FMA."""
+  E, fa, fb = M * N // S, M * K // S, K * N // S
+  consts = "".join(f"%c{v} = OpConstant %uint {v}\n" for v in sorted({0, 1, 2, 3, 0x108, M, N, K, fa, fb, E, M * K, K * N, M * N} |
+                                                                       set(range(max(fa, fb, E)))))
+  phis = "".join(f"%a{e}_0 = OpPhi %float %zero %entry %a{e}_1 %cont\n" for e in range(E))
+  ext, iface = 'OpExtension "SPV_KHR_vulkan_memory_model"\n' if version < (1, 5) else "", " %buf" if version >= (1, 4) else ""
+  if not coop:   # E chains of K FMAs: a = fma(a, x, 1)
+    body = "".join(f"%a{e}_{1 if k == K - 1 else f'f{k}'} = OpExtInst %float %glsl Fma {f'%a{e}_f{k-1}' if k else f'%a{e}_0'} %x %one\n"
+                   for e in range(E) for k in range(K))
+    return COOP_KERNEL.format(caps="", ext=ext + '%glsl = OpExtInstImport "GLSL.std.450"\n', interface=iface, S=S, consts=consts, types="",
+                              phis=phis, body=body)
+  vis, pub = "MakePointerVisible|NonPrivatePointer %c2", "MakePointerAvailable|NonPrivatePointer %c2"
+  tiles = {"A": ("half", M * K, fa), "B": ("half", K * N, fb), "C": ("float", M * N, E)}
+  types = "".join(dict.fromkeys(f"%{t}{n} = OpTypeArray %{t} %c{n}\n%pw{t}{n} = OpTypePointer Workgroup %{t}{n}\n" for t, n, _ in tiles.values()))
+  types += "%pwhalf = OpTypePointer Workgroup %half\n%pwfloat = OpTypePointer Workgroup %float\n" + "".join(
+    f"%t{k} = OpVariable %pw{t}{n} Workgroup\n" for k, (t, n, _) in tiles.items())
+  types += "".join(f"%cm{k} = OpTypeCooperativeMatrixKHR %{tiles[k][0]} %c3 %c{r} %c{c} %c{use}\n"
+                   for use, (k, r, c) in enumerate((("A", M, K), ("B", K, N), ("C", M, N))))
+  body = ""
+  for k, (t, _, f) in tiles.items():   # the invocation's fragment into its tile
+    body += f"%b{k} = OpIMul %uint %l %c{f}\n"
+    for e in range(f):
+      body += f"%o{k}{e} = OpIAdd %uint %b{k} %c{e}\n%p{k}{e} = OpAccessChain %pw{t} %t{k} %o{k}{e}\n"
+      if k != "C": body += f"OpStore %p{k}{e} %xh {pub}\n"
+      else: body += f"OpStore %p{k}{e} %a{e}_0 {pub}\n"
+  body += "OpControlBarrier %c3 %c3 %c264\n"
+  for k, lay, stride in (("A", 0, K), ("B", 1, K), ("C", 0, N)):
+    body += f"%q{k} = OpAccessChain %pw{tiles[k][0]} %t{k} %c0\n%m{k} = OpCooperativeMatrixLoadKHR %cm{k} %q{k} %c{lay} %c{stride} {vis}\n"
+  body += f"%d = OpCooperativeMatrixMulAddKHR %cmC %mA %mB %mC\nOpCooperativeMatrixStoreKHR %qC %d %c0 %c{N} {pub}\nOpControlBarrier %c3 %c3 %c264\n"
+  body += "".join(f"%a{e}_1 = OpLoad %float %pC{e} {vis}\n" for e in range(E))
+  return COOP_KERNEL.format(caps="OpCapability CooperativeMatrixKHR\n", ext='OpExtension "SPV_KHR_cooperative_matrix"\n' + ext,
+                            interface=iface + (" %tA %tB %tC" if version >= (1, 4) else ""), S=S, consts=consts, types=types, phis=phis, body=body)
+
+def coop_speedup(phys:PhysicalDevice) -> float:
+  """COOP_KERNEL's time with FMAs over its time by WMMA, on the device's first float16 x float16 + float32 shape (0: none): passes
+  doubled until the FMAs take 2 ms (a GPU's launch would hide them), the best of 3 launches each, taken in turn."""
+  shapes = [phys.coop_shapes[i:i+5] for i in range(0, len(phys.coop_shapes), 5)]
+  S = phys.subgroup_size
+  if not (shape := next((s for s in shapes if s[3:] == (0, 1) and min(s[0] * s[1], s[0] * s[2], s[2] * s[1]) >= S), None)): return 0.0
+  M, N, K, _, _ = shape
+  caps = Caps(frozenset({"coopmat", "vmm", "fullsg", "f16", "i16", "s16"}), vk=phys.vk)
+  target, p = spirv_target(caps), Scratch(phys, caps)
+  try:
+    p.buffer([0] * (1 + S))
+    fma, coop = (p.pipeline(assemble(coop_kernel(M, N, K, S, m, target.version), target.word), full=True) for m in (False, True))
+    n = 16
+    while True:
+      ffi.cast("uint32_t*", p.ptr)[0] = n
+      times = [(p.launch(*fma, COOP_GROUPS), p.launch(*coop, COOP_GROUPS)) for _ in range(3)]
+      if min(t for t, _ in times) > 2e-3 or n >= 1 << 20: break
+      n *= 4
+    return min(t for t, _ in times) / max(min(t for _, t in times), 1e-9)
   finally: p.close()
 
 class Scratch:
@@ -213,6 +335,7 @@ class Scratch:
     check(lib.vkBindBufferMemory(self.d, self.buf, mem, 0), "vkBindBufferMemory")
     check(lib.vkMapMemory(self.d, mem, 0, size, 0, ptr), "vkMapMemory")
     ffi.memmove(ptr[0], struct.pack(f"<{len(words)}I", *words), size)
+    self.ptr = ptr[0]
     return ptr[0], size
   def address(self) -> int:
     """The buffer's device address (vkGetBufferDeviceAddressKHR before Vulkan 1.2)."""
@@ -239,14 +362,14 @@ class Scratch:
     lib.vkUpdateDescriptorSets(self.d, 1, new("VkWriteDescriptorSet", dstSet=ds[0], descriptorCount=1, descriptorType=SB, pBufferInfo=info), 0, NULL)
     self.sets[pc] = (sls, pl, ds)
     return self.sets[pc]
-  def pipeline(self, spv:bytes, pc:int=0) -> tuple[Any, Any, Any]:
+  def pipeline(self, spv:bytes, pc:int=0, full=False) -> tuple[Any, Any, Any]:
     """The kernel's compute pipeline: (pipeline, its layout, its descriptor set)."""
     code, (_, pl, ds) = ffi.from_buffer("uint32_t[]", spv), self.layout(pc)
     module = self.create(lib.vkCreateShaderModule, lib.vkDestroyShaderModule, "VkShaderModule",
                          new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
     entry, pipe = ffi.new("char[]", b"main"), ffi.new("VkPipeline*")
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
-             "pName": entry}
+             "pName": entry, "flags": REQUIRE_FULL_SUBGROUPS if full else 0}
     check(lib.vkCreateComputePipelines(self.d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe),
           "vkCreateComputePipelines (probe)")
     self.made.append((lib.vkDestroyPipeline, pipe[0]))

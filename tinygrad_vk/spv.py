@@ -20,14 +20,18 @@ OPCODES = {
   "OpIsNan": 156, "OpFOrdEqual": 180, "OpFUnordNotEqual": 183, "OpFOrdLessThan": 184, "OpFUnordLessThan": 185, "OpShiftRightLogical": 194,
   "OpShiftRightArithmetic": 195, "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpControlBarrier": 224,
   "OpAtomicAnd": 240, "OpAtomicOr": 241, "OpPhi": 245, "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
-  "OpBranchConditional": 250, "OpReturn": 253}
+  "OpBranchConditional": 250, "OpReturn": 253, "OpTypeCooperativeMatrixKHR": 4456, "OpCooperativeMatrixLoadKHR": 4457,
+  "OpCooperativeMatrixStoreKHR": 4458, "OpCooperativeMatrixMulAddKHR": 4459}
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39, "ImageBuffer": 47, "StorageBuffer16BitAccess": 4433,
-                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347}
+                "StorageBuffer8BitAccess": 4448, "SignedZeroInfNanPreserve": 4466, "PhysicalStorageBufferAddresses": 5347,
+                "VulkanMemoryModel": 5345, "CooperativeMatrixKHR": 6022}
 ENUMS = {"Logical": 0, "GLSL450": 1, "PhysicalStorageBuffer64": 5348, "GLCompute": 5, "LocalSize": 17, "SignedZeroInfNanPreserve": 4461,
          "None": 0, "Aligned": 2, "UniformConstant": 0, "Input": 1, "Workgroup": 4, "Function": 7, "PushConstant": 9, "StorageBuffer": 12,
          "PhysicalStorageBuffer": 5349, "SpecId": 1, "Block": 2, "ArrayStride": 6, "BuiltIn": 11, "NonWritable": 24, "Binding": 33,
          "DescriptorSet": 34, "Offset": 35, "WorkgroupId": 26, "LocalInvocationId": 27, "Buffer": 5, "R32ui": 33, "Rgba32ui": 30,
-         "Trunc": 3, "Log2": 30, "Sqrt": 31}   # the last row: GLSL.std.450 instructions
+         "LocalInvocationIndex": 29, "MatrixASignedComponentsKHR": 1, "MatrixBSignedComponentsKHR": 2, "MatrixCSignedComponentsKHR": 4,
+         "MatrixResultSignedComponentsKHR": 8, "Vulkan": 3, "MakePointerAvailable": 8, "MakePointerVisible": 16, "NonPrivatePointer": 32,
+         "Trunc": 3, "Log2": 30, "Sqrt": 31, "Fma": 50}   # the last row: GLSL.std.450 instructions
 SPIRV_MAGIC = 0x07230203
 
 def spirv_instructions(spv:bytes) -> tuple[list[int], list[tuple[int, int, list[int]]]]:
@@ -97,6 +101,7 @@ class KernelMeta:
   ro_addr: frozenset[int] = frozenset()    # push-constant offsets of the addresses the shader never writes through
   texel: frozenset[int] = frozenset()      # bindings that are storage texel buffers (renderer/plan.py texel_slots)
   texel4: frozenset[int] = frozenset()     # those of them of 4 32-bit words a texel (R32G32B32A32_UINT; the others R32_UINT)
+  coop: bool = False                       # cooperative matrices: the pipeline requires full subgroups (before SPIR-V 1.6, and our tiles)
   def encode(self) -> list[str]:
     return [f"{REACH}:{slot}:{a}:{lo}:{hi}" for slot, rs in sorted(self.reach.items()) for a, lo, hi in rs] + \
            [f"{SPLIT}:{slot}:{k}:{size}:{first}" for slot, (k, size, first) in sorted(self.split.items())] + \
@@ -118,8 +123,10 @@ class KernelMeta:
     var_type: dict[int|None, int] = {}
     readonly_types: set[int|None] = set()
     images: dict[int|None, int] = {}   # image type -> its format
+    coop = False
     for _, op, w in spirv_instructions(spv)[1]:
       if op == O["OpExecutionMode"] and w[2] == E["LocalSize"]: local = (w[3], w[4], w[5])
+      elif op == O["OpCapability"] and w[1] == CAPABILITIES["CooperativeMatrixKHR"]: coop = True
       elif op == O["OpSourceExtension"]:
         kind, *nums = struct.pack(f"<{len(w) - 1}I", *w[1:]).split(b"\0")[0].decode().split(":")
         if kind == ABI:
@@ -144,4 +151,4 @@ class KernelMeta:
                       frozenset(b for v, b in binding.items() if v in readonly_types or ptr_to.get(var_type.get(v)) in readonly_types),
                       frozenset(offsets[(pc_struct, m)] for m, t in enumerate(members.get(pc_struct, ())) if ptr_to.get(t) in readonly_types),
                       frozenset(b for v, b in binding.items() if ptr_to.get(var_type.get(v)) in images),
-                      frozenset(b for v, b in binding.items() if images.get(ptr_to.get(var_type.get(v))) == E["Rgba32ui"]))
+                      frozenset(b for v, b in binding.items() if images.get(ptr_to.get(var_type.get(v))) == E["Rgba32ui"]), coop)

@@ -49,10 +49,10 @@ def _stype(ctype:str) -> int|None:
   if (val := getattr(vk, key, None)) is None: raise KeyError(f"no {key} for {ctype}: pass sType=")
   return val
 
-def enumerate_(fn, ctype:str, *args) -> list:   # the two-call idiom: ask for the count, then fill an array
+def enumerate_(fn, ctype:str, *args, **fields) -> list:   # the two-call idiom: ask for the count, then fill an array (of `fields`)
   cnt = ffi.new("uint32_t*")
   check(fn(*args, cnt, NULL), "enumerate")
-  arr = ffi.new(f"{ctype}[]", cnt[0])
+  arr = ffi.new(f"{ctype}[]", [fields] * cnt[0] if fields else cnt[0])
   check(fn(*args, cnt, arr), "enumerate")
   return [arr[i] for i in range(cnt[0])]
 

@@ -10,14 +10,15 @@ from tinygrad.dtype import DType, dtypes, AddrSpace, truncate, float_to_bf16
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite
 from tinygrad.device import CompileError
-from tinygrad.helpers import strip_parens
+from tinygrad.helpers import strip_parens, prod
 from tinygrad_vk.caps import VEC_ALIGN, spirv_target
 from tinygrad_vk.compiler import GLSLCompiler
-from tinygrad_vk.renderer.kernel import VulkanRenderer, dtname
+from tinygrad_vk.renderer.kernel import VulkanRenderer
 from tinygrad_vk.renderer.plan import Access, Buf, OFFSET, UINT_OF_SIZE
 from tinygrad_vk.renderer.passes.packing import packed_dtypes, read_modify_write
 from tinygrad_vk.renderer.views import MEMORY
 from tinygrad_vk.renderer.passes.half import held
+from tinygrad_vk.renderer.coopmat import Wmma
 
 TYPES = {dtypes.bool: "bool", dtypes.char: "int8_t", dtypes.uchar: "uint8_t", dtypes.short: "int16_t", dtypes.ushort: "uint16_t",
          dtypes.int: "int", dtypes.uint: "uint", dtypes.long: "int64_t", dtypes.ulong: "uint64_t", dtypes.half: "float16_t",
@@ -181,11 +182,35 @@ glsl_rewrite = PatternMatcher([
    if x.addrspace == AddrSpace.LOCAL and x.dtype in packed_dtypes(ctx.caps) else
    f"{'shared ' if x.addrspace == AddrSpace.LOCAL else ''}{TYPES[held(ctx.caps, x.dtype)]} {ctx[x]}[{x.max_numel()}];"),
   (UPat(Ops.INDEX, src=(UPat.var("b"), UPat.var("idx")), name="x"), render_index),
+  (UPat(Ops.WMMA, name="x"), lambda ctx,x: f"__WMMA_{Wmma.of(x).name}({', '.join(ctx[s] for s in x.src)})"),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("alt"), UPat.var("gate"))),
    lambda ctx,bidx,alt,gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[alt]})"),
   (UPat(Ops.LOAD, src=(UPat.var("bidx"),)), render_load),
   (UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("v"))), render_store),
 ]) + base_rewrite
+
+def wmma_function(w:Wmma, invocations:int) -> list[str]:
+  """A WMMA through workgroup memory (coopmat.py): the thread's fragments into its subgroup's tiles, D = A*B + C on cooperative
+  matrices, its fragment of D back."""
+  (a, b, c), ti, to, n = w.sizes(), TYPES[w.din], TYPES[w.dout], w.name
+  fa, fb, fc = a // w.S, b // w.S, c // w.S
+  sync = "controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);"
+  def mat(t:str, rows:int, cols:int, use:str) -> str: return f"coopmat<{t}, gl_ScopeSubgroup, {rows}, {cols}, gl_MatrixUse{use}>"
+  g = invocations // w.S
+  return [f"shared {ti} _tA_{n}[{g*a}]; shared {ti} _tB_{n}[{g*b}]; shared {to} _tC_{n}[{g*c}];",
+    f"{to}[{fc}] __WMMA_{n}({ti} a[{fa}], {ti} b[{fb}], {to} c[{fc}]) {{",
+    f"  uint t = gl_LocalInvocationIndex / {w.S}u, l = gl_LocalInvocationIndex % {w.S}u;",
+    f"  for (uint e = 0u; e < {fa}u; e++) _tA_{n}[t*{a}u + l*{fa}u + e] = a[e];",
+    f"  for (uint e = 0u; e < {fb}u; e++) _tB_{n}[t*{b}u + l*{fb}u + e] = b[e];",
+    f"  for (uint e = 0u; e < {fc}u; e++) _tC_{n}[t*{c}u + l*{fc}u + e] = c[e];",
+    f"  {sync}",
+    f"  {mat(ti, w.M, w.K, 'A')} ma; coopMatLoad(ma, _tA_{n}, t*{a}u, {w.K}u, gl_CooperativeMatrixLayoutRowMajor);",
+    f"  {mat(ti, w.K, w.N, 'B')} mb; coopMatLoad(mb, _tB_{n}, t*{b}u, {w.K}u, gl_CooperativeMatrixLayoutColumnMajor);",
+    f"  {mat(to, w.M, w.N, 'Accumulator')} mc; coopMatLoad(mc, _tC_{n}, t*{c}u, {w.N}u, gl_CooperativeMatrixLayoutRowMajor);",
+    f"  coopMatStore(coopMatMulAdd(ma, mb, mc), _tC_{n}, t*{c}u, {w.N}u, gl_CooperativeMatrixLayoutRowMajor);",
+    f"  {sync}",
+    f"  {to} d[{fc}]; for (uint e = 0u; e < {fc}u; e++) d[e] = _tC_{n}[t*{c}u + l*{fc}u + e];",
+    "  return d;", "}"]
 
 def _bool_op(sym:str, bsym:str):
   return lambda a,b,dtype: f"({a}{bsym}{b})" if dtype == dtypes.bool else f"({a}{sym}{b})"
@@ -216,7 +241,7 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
   def _render_dtype(self, dtype:DType, sz:int=1, addrspace=AddrSpace.ALU, mutable=True, override_ptr=False, shape=None) -> str:
     if (dtype := held(self.caps, dtype)) not in TYPES: raise CompileError(f"VULKAN: no GLSL type for {dtype}")
     if sz == 1: return TYPES[dtype]
-    if sz > 4: raise CompileError(f"VULKAN: GLSL has no vector of {sz} {dtname(dtype)}")
+    if sz > 4: return f"{TYPES[dtype]}[{sz}]"   # a tensor core's fragment (GLSL's vectors stop at 4)
     return f"{VEC[dtype]}{sz}"
   def render(self, uops:list[UOp]) -> str:
     self.aliases: dict[int, dict[str, str]] = {}   # slot -> {GLSL element type: alias name}: other declarations of the binding
@@ -237,6 +262,8 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     pc = [member(*m) for m in plan.push_constants()]
     exts = ["GL_EXT_shader_explicit_arithmetic_types", "GL_EXT_shader_8bit_storage", "GL_EXT_shader_16bit_storage"]
     if any(b.address is not None for b in plan.bufs.values()): exts.append("GL_EXT_buffer_reference")
+    wmmas = sorted({Wmma.of(u) for u in uops if u.op is Ops.WMMA}, key=lambda w: w.name)
+    if wmmas: exts += ["GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics"]
     lines = ["#version 450", f"// kernel: {function_name}", *(f"// {n}" for n in plan.meta.encode()), *(f"#extension {e} : require" for e in exts),
              "layout(local_size_x={}, local_size_y={}, local_size_z={}) in;".format(*plan.local)]
     defines = []
@@ -259,5 +286,6 @@ class GLSLRenderer(VulkanRenderer, CStyleLanguage):
     if pc: lines.append("layout(push_constant, std430) uniform PC { " + " ".join(pc) + " };")
     lines += defines + [f"layout(constant_id={slot}) const int _a{slot} = {VEC_ALIGN};" for slot, b in sorted(plan.bufs.items())
                         if aliases.get(slot) or b.texel == 4]
-    lines += shared + ["void main() {"] + [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
+    lines += shared + [l for w in wmmas for l in wmma_function(w, prod(plan.local))] + ["void main() {"] + \
+      [f"  int _o{s} = int({offset(*plan.abi.off_word(s))});" for s in sorted(plan.bufs)] + body + ["}"]
     return "\n".join(lines)

@@ -13,11 +13,13 @@ from tinygrad.codegen.decomp.transcendental import xlog2
 from tinygrad.device import CompileError
 from tinygrad.renderer import Renderer
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
-from tinygrad_vk.renderer.plan import KernelPlan, kernel_name, plan_kernel
+from tinygrad_vk.renderer.plan import KernelPlan, kernel_name, plan_kernel, local_size
+from tinygrad.helpers import prod
 from tinygrad_vk.renderer.passes import run_passes
 from tinygrad_vk.renderer.passes.loops import check_loop_budget
 from tinygrad_vk.renderer.passes.packing import packed_dtypes, var_in_words, LONGS
 from tinygrad_vk.renderer.passes.sin32 import sin32_matcher
+from tinygrad_vk.renderer.coopmat import tensor_cores, Wmma
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -68,6 +70,13 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
     raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/passes/sin32.py)")
   check_loop_budget(uops, caps.maxloop, name)
+  if (wmmas := {Wmma.of(u) for u in uops if u.op is Ops.WMMA}):
+    local = prod(local_size(uops))
+    if local % next(iter(wmmas)).S: raise CompileError(f"VULKAN: kernel {name}: {local} invocations are not whole subgroups for its tensor cores")
+    used = sum(w.smem(local) for w in wmmas) + \
+      sum(u.max_numel() * u.dtype.itemsize for u in uops if u.op is Ops.BUFFER and u.addrspace == AddrSpace.LOCAL)
+    if used > caps.smem: raise CompileError(f"VULKAN: kernel {name}: its tensor cores' tiles and shared memory need {used} bytes of "
+                                             f"workgroup memory, maxComputeSharedMemorySize is {caps.smem}")
 
 # ---- the renderers' common part
 # the ops both renderers have native code for: tinygrad decomposes the others, the same way for both, so they compute the same bits.
@@ -86,6 +95,7 @@ class VulkanRenderer(Renderer):
     self.global_max = (MAX_GROUPS_X, *self.caps.wgcount[1:])
     self.local_max, self.shared_max = self.caps.wgsize, self.caps.smem
     self.supports_float4 = "vec" in self.caps
+    self.tensor_cores = tensor_cores(self.caps)
     self.extra_matcher = extra_matcher(self.caps)
     # tinygrad reads only which ops are native; a renderer that has no code for one (SIN, lowered before rendering) keeps a stub
     self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + ((Ops.SIN,) if keeps_sin(self.caps) else ())}

@@ -20,6 +20,7 @@ from tinygrad_vk.renderer.plan import KernelPlan, Access, Buf, OFFSET, kernel_na
 from tinygrad_vk.renderer.passes.packing import packed_dtypes, read_modify_write, var_in_words, VIEW_OFFSET, VAR_WORD
 from tinygrad_vk.renderer.views import MEMORY
 from tinygrad_vk.renderer.passes.half import held
+from tinygrad_vk.renderer.coopmat import Wmma
 
 # the SPIR-V type of each dtype (bfloat16 lives in 16-bit words, its math runs in float) and its declaration
 TYPE = {dtypes.bool: "bool", dtypes.char: "char", dtypes.uchar: "uchar", dtypes.short: "short", dtypes.ushort: "ushort", dtypes.int: "int",
@@ -76,6 +77,7 @@ class Module:
     self.pro: list[str] = []
     self.body: list[str] = []
     self.sb_bytes: set[int] = set()    # scalar sizes in storage buffers: 8/16-bit storage capabilities
+    self.vmm = False                   # the Vulkan memory model (a kernel with cooperative matrices)
     self.uses_glsl = False
     self.cache: dict[str, str] = {}    # prologue values, once each
     self.block = "%entry"
@@ -98,6 +100,7 @@ class Module:
         self.g(rid, f"OpTypeArray {self.T(name, n)} {self.const(dtypes.uint, arr)}" if arr > 0 else f"OpTypeRuntimeArray {self.T(name, n)}")
         if stride: self.deco.append(f"OpDecorate {rid} ArrayStride {stride}")
       return rid
+    if n > 4: return self.T(name, arr=n)   # a tensor core's fragment: SPIR-V's shader vectors stop at 4
     if n > 1: return rid if (rid := f"%v{n}{name}") in self.decl else self.g(rid, f"OpTypeVector {self.T(name)} {n}")
     return rid if (rid := f"%{name}") in self.decl else self.g(rid, DECL[name])
   def ty(self, u:UOp) -> str: return self.T(u.dtype, prod(u._shape) if u._shape else 1)   # values are scalars or vecN
@@ -289,8 +292,12 @@ class Memory(Module):
         idx = self.op("OpSelect", it, self.op("OpSLessThan", self.T(dtypes.bool), last, idx), last, idx)
     chain = [self.const(dtypes.int, 0), idx] if ref.sc in GLOBAL_SC else [idx]
     return self.op("OpAccessChain", self.ptr(ref.sc, ref.ty), var, *chain)
-  # a pointer into PhysicalStorageBuffer memory is accessed with its alignment
-  def mem(self, ref:Ref) -> tuple[str, ...]: return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
+  # a pointer into PhysicalStorageBuffer memory is accessed with its alignment; in the Vulkan memory model (vmm) workgroup memory
+  # is made available by each store and visible to each load, as glslang writes them (barrier() alone orders, it does not publish)
+  def mem(self, ref:Ref, store=False) -> tuple[str, ...]:
+    if ref.sc == "Workgroup" and self.vmm: return (f"{'MakePointerAvailable' if store else 'MakePointerVisible'}|NonPrivatePointer",
+                                                   self.const(dtypes.uint, 2))
+    return ("Aligned", str(ref.size)) if ref.sc == "PhysicalStorageBuffer" else ()
   def ld(self, ref:Ref, j:int=0, prefix="t") -> str:
     if ref.sc == "UniformConstant":   # element j past the index: texel i's first component (R32), component i&3 of texel i>>2 (RGBA32)
       img = self.prologue(f"img{ref.var}", lambda: self.op("OpLoad", ref.ty, ref.var))
@@ -309,7 +316,7 @@ class Memory(Module):
       sel = self.op("OpSelect", ref.ty, self.op("OpSLessThan", self.T(dtypes.bool), i, self.const(dtypes.int, (w + 1) * ref.n)), vals[w], sel,
                     prefix=prefix)
     return sel
-  def st(self, ref:Ref, v:str, j:int=0): self.in_window(ref, j, lambda p: self.do("OpStore", p, v, *self.mem(ref)))
+  def st(self, ref:Ref, v:str, j:int=0): self.in_window(ref, j, lambda p: self.do("OpStore", p, v, *self.mem(ref, store=True)))
   def read(self, ref:Ref, dt:DType, prefix="val") -> str:
     if ref.k > 1:   # a wide view element: k words, little end first
       u, wdt, bits = UINT_OF_SIZE[dt.itemsize], ref.dt, ""
@@ -381,6 +388,7 @@ class SPIRVKernel(Memory):
     self.structs: dict[UOp, Any] = {}   # open RANGE -> its labels (a tuple), open IF -> its merge label
     self.uses, self.consumer = Counter(s for u in uops for s in u.src), {s: u for u in uops for s in u.src}
     self.skip = self.dead_rmw_values(uops)
+    self.vmm = any(u.op is Ops.WMMA for u in uops)   # cooperative matrices, which SPIR-V allows only in the Vulkan memory model
     members = plan.push_constants()
     self.member = {key: i for i, (_, key, _, _, _) in enumerate(members)}
     if members:
@@ -411,6 +419,45 @@ class SPIRVKernel(Memory):
       if not wide: return v
       return self.op("OpIAdd", i, v, self.push(i, "xbase"), rid=f"%{x.arg}")
     return self.prologue(x.arg, value)
+  def wmma(self, x:UOp) -> str:
+    """A WMMA through workgroup memory (coopmat.py): the thread's fragments into its subgroup's tiles, D = A*B + C on cooperative
+    matrices, its fragment of D back."""
+    w, uint = Wmma.of(x), self.T(dtypes.uint)
+    sizes, dts, g = w.sizes(), (w.din, w.din, w.dout), prod(self.plan.local) // w.S
+    tiles = [self.var(f"%t{k}_{w.name}", self.T(dt, arr=g * n), "Workgroup") for k, dt, n in zip("ABC", dts, sizes)]
+    def index():
+      v = self.var("%LocalInvocationIndex", uint, "Input")
+      if (d := f"OpDecorate {v} BuiltIn LocalInvocationIndex") not in self.deco: self.deco.append(d)
+      i = self.op("OpLoad", uint, v)
+      return self.op("OpUDiv", uint, i, self.const(dtypes.uint, w.S)), self.op("OpUMod", uint, i, self.const(dtypes.uint, w.S))
+    sg, lane = cast(tuple[str, str], self.prologue(f"wmma_lane{w.S}", index))
+    wg = Ref("", "", w.din, "Workgroup")
+    pub, see = self.mem(wg, store=True), self.mem(wg)
+    def at(t:str, dt:DType, i:str) -> str: return self.op("OpAccessChain", self.ptr("Workgroup", self.T(dt)), t, i)
+    bases = [self.op("OpIMul", uint, sg, self.const(dtypes.uint, n)) for n in sizes]
+    frags = [self.op("OpIAdd", uint, b, self.op("OpIMul", uint, lane, self.const(dtypes.uint, n // w.S))) for b, n in zip(bases, sizes)]
+    for t, dt, f, n, src in zip(tiles, dts, frags, sizes, x.src):
+      for e in range(n // w.S):
+        self.do("OpStore", at(t, dt, self.add(f, e, dtypes.uint)), self.op("OpCompositeExtract", self.T(dt), self.r[src], str(e)), *pub)
+    # OpControlBarrier Subgroup Subgroup AcquireRelease|WorkgroupMemory
+    def sync(): self.do("OpControlBarrier", *(self.const(dtypes.uint, v) for v in (3, 3, 0x108)))
+    sync()
+    def mat(dt:DType, rows:int, cols:int, use:int) -> str:
+      return self.g(f"%cm{use}_{rows}x{cols}{self.T(dt)[1:]}", "OpTypeCooperativeMatrixKHR " +
+                    " ".join([self.T(dt), *(self.const(dtypes.uint, v) for v in (3, rows, cols, use))]))
+    # A row-major MxK, B column-major KxN, C row-major MxN; the layout and the stride are constants' ids
+    shapes = [(w.M, w.K, 0, 0, w.K), (w.K, w.N, 1, 1, w.K), (w.M, w.N, 2, 0, w.N)]
+    types = [mat(dt, r, c, use) for dt, (r, c, use, _, _) in zip(dts, shapes)]
+    ms = [self.op("OpCooperativeMatrixLoadKHR", ty, at(t, dt, base), self.const(dtypes.uint, lay), self.const(dtypes.uint, stride),
+                  *see) for ty, t, dt, base, (_, _, _, lay, stride) in zip(types, tiles, dts, bases, shapes)]
+    sin, sout = w.signed
+    mask = "|".join(m for m, on in (("MatrixASignedComponentsKHR", sin), ("MatrixBSignedComponentsKHR", sin),
+                                    ("MatrixCSignedComponentsKHR", sout), ("MatrixResultSignedComponentsKHR", sout)) if on)
+    d = self.op("OpCooperativeMatrixMulAddKHR", types[2], *ms, *([mask] if mask else []))
+    self.do("OpCooperativeMatrixStoreKHR", at(tiles[2], w.dout, bases[2]), d, self.const(dtypes.uint, 0), self.const(dtypes.uint, w.N), *pub)
+    sync()
+    back = [self.op("OpLoad", self.T(w.dout), at(tiles[2], w.dout, self.add(frags[2], e, dtypes.uint)), *see) for e in range(sizes[2] // w.S)]
+    return self.op("OpCompositeConstruct", self.ty(x), *back, prefix=f"__WMMA_{w.name}_")
   def alu(self, x:UOp) -> str:
     ty, sdt = self.ty(x), x.src[0].dtype if x.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype
     if x.op in CHAINED and dtypes.is_float(x.dtype):
@@ -478,19 +525,21 @@ class SPIRVKernel(Memory):
     uses = {"Float16": ("f16", "%half" in d), "Float64": ("f64", "%double" in d), "Int64": ("i64", "%long" in d or "%ulong" in d),
             "Int16": ("i16", "%short" in d or "%ushort" in d), "Int8": ("i8", ("%char" in d or "%uchar" in d) and "i8" in self.caps),
             "StorageBuffer16BitAccess": ("s16", 2 in self.sb_bytes), "StorageBuffer8BitAccess": ("s8", 1 in self.sb_bytes),
-            "PhysicalStorageBufferAddresses": ("bda", addresses), "ImageBuffer": ("texel", "%img_r32ui" in d or "%img_rgba32ui" in d)}
+            "PhysicalStorageBufferAddresses": ("bda", addresses), "ImageBuffer": ("texel", "%img_r32ui" in d or "%img_rgba32ui" in d),
+            "VulkanMemoryModel": ("vmm", self.vmm), "CooperativeMatrixKHR": ("coopmat", self.vmm)}
     if (missing := [f"{c} ({FLAGS[f]})" for c, (f, used) in uses.items() if used and f not in self.caps]):
       raise CompileError(f"VULKAN: kernel {name} needs SPIR-V capabilities this device lacks: {', '.join(missing)}")
     caps = ["Shader", *(c for c, (_, used) in uses.items() if used), *(["SignedZeroInfNanPreserve"] if floats else [])]
     # what each capability needs declared where its SPIR-V extension is not core yet (SPIR-V 1.3 on Vulkan 1.1)
     exts = [e for c, e in (("StorageBuffer8BitAccess", "SPV_KHR_8bit_storage"), ("StorageBuffer16BitAccess", "SPV_KHR_16bit_storage"),
-            ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"))
+            ("PhysicalStorageBufferAddresses", "SPV_KHR_physical_storage_buffer"), ("SignedZeroInfNanPreserve", "SPV_KHR_float_controls"),
+            ("VulkanMemoryModel", "SPV_KHR_vulkan_memory_model"), ("CooperativeMatrixKHR", "SPV_KHR_cooperative_matrix"))
             if c in caps and not self.target.core(e)]
     return "\n".join([f"; tinygrad_vk {self.target.name}, kernel: {name}", *(f"; {n}" for n in self.plan.meta.encode()),
       *(f"OpCapability {c}" for c in caps),
       *(f'OpExtension "{e}"' for e in exts),
       *(['%glsl = OpExtInstImport "GLSL.std.450"'] if self.uses_glsl else []),
-      f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} GLSL450",
+      f"OpMemoryModel {'PhysicalStorageBuffer64' if addresses else 'Logical'} {'Vulkan' if self.vmm else 'GLSL450'}",
       f"OpEntryPoint GLCompute %main \"main\" {' '.join(self.iface)}".rstrip(), "OpExecutionMode %main LocalSize {} {} {}".format(*self.plan.local),
       *(f"OpExecutionMode %main SignedZeroInfNanPreserve {w}" for w in floats), *self.deco, *self.glob,
       "%main = OpFunction %void None %fn_void", "%entry = OpLabel", *self.fvars, *self.pro, *self.body, "OpReturn", "OpFunctionEnd"])
@@ -523,6 +572,7 @@ spirv_lower = PatternMatcher([
   (UPat(Ops.CAST, name="x"), lambda ctx,x: ctx.cast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]]) if x.addrspace not in MEMORY else None),
   (UPat(Ops.BITCAST, name="x"), lambda ctx,x: ctx.bitcast(x.src[0].dtype, x.dtype, ctx.r[x.src[0]]) if x.addrspace not in MEMORY else None),
   (UPat(GroupOp.ALU, name="x"), lambda ctx,x: ctx.alu(x)),
+  (UPat(Ops.WMMA, name="x"), lambda ctx,x: ctx.wmma(x)),
 ])
 
 class SPIRVRenderer(VulkanRenderer):

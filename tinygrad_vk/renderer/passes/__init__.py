@@ -6,7 +6,7 @@ returns None once it has nothing to do.
 """
 from __future__ import annotations
 from typing import Callable
-from tinygrad.uop.ops import UOp
+from tinygrad.uop.ops import UOp, Ops
 from tinygrad_vk.caps import Caps
 from tinygrad_vk.renderer.passes.half import half_in_words
 from tinygrad_vk.renderer.passes.packing import pack
@@ -25,5 +25,10 @@ SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
   (None, half_in_words), (None, pack), ("hoist", hoist), ("group", group), (None, fit_budget), ("lanex", lanes_x), ("fillx", fill_x),
   ("tile", tile), ("wide", widen))
 
+# what a kernel with a tensor core (WMMA) keeps: its warps are tinygrad's local dims as they are (renderer/coopmat.py)
+TYPE_PASSES = (half_in_words, pack)
+
 def run_passes(caps:Caps, sink:UOp) -> UOp|None:
-  return next((out for flag, f in SINK_PASSES if (flag is None or flag in caps) and (out := f(sink, caps)) is not None), None)
+  wmma = "coopmat" in caps and any(u.op is Ops.WMMA for u in sink.toposort())
+  return next((out for flag, f in SINK_PASSES if (flag is None or flag in caps) and (not wmma or f in TYPE_PASSES) and
+               (out := f(sink, caps)) is not None), None)
