@@ -47,6 +47,8 @@ FLAGS = {
            "VULKAN_REACH=1/0 forces it on/off, VULKAN_DISABLE=reach off)",
   "vmm": "vulkanMemoryModel (a kernel with cooperative matrices is written in the Vulkan memory model; enabled only for them)",
   "fullsg": "computeFullSubgroups (a pipeline with cooperative matrices requires full subgroups; enabled only for them)",
+  "sgsize": "subgroupSizeControl for compute (a pipeline with cooperative matrices gets the subgroup size its tensor cores assume, where "
+            "the device's varies: AMD's wave32/64; enabled only for them)",
   "coopmat": "tensor cores: tinygrad's WMMA as OpCooperativeMatrixMulAddKHR on the shapes VK_KHR_cooperative_matrix reports at subgroup "
              "scope, through workgroup memory (renderer/coopmat.py); on by default where probe.py measured it faster than FMAs "
              "(VULKAN_COOPMAT=1/0 forces it on/off, VULKAN_DISABLE=coopmat off)",
@@ -63,7 +65,7 @@ def with_requirements(flags:set[str]) -> set[str]:
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
                   for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile share reach vmm fullsg "
-                            "coopmat").split()}
+                            "sgsize coopmat").split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it

@@ -144,6 +144,7 @@ FEATURES = {"shaderFloat64": ("f64", None), "shaderInt64": ("i64", None), "shade
             "bufferDeviceAddress": ("bda", "VkPhysicalDeviceBufferDeviceAddressFeatures"),
             "vulkanMemoryModel": ("vmm", "VkPhysicalDeviceVulkanMemoryModelFeatures"),
             "computeFullSubgroups": ("fullsg", "VkPhysicalDeviceSubgroupSizeControlFeatures"),
+            "subgroupSizeControl": ("sgsize", "VkPhysicalDeviceSubgroupSizeControlFeatures"),
             "cooperativeMatrix": ("coopmat", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR")}
 FLOAT_CONTROLS = "VkPhysicalDeviceFloatControlsProperties"   # the nan flags' SPIR-V needs its extension enabled on Vulkan 1.1
 # MoltenVK: a device that advertises it must have it enabled. Its features (events, image views, samplers, tessellation, vertex
@@ -175,7 +176,9 @@ class PhysicalDevice:
                                    (f"driver {pr.driverVersion:#x}", 0))
     self.subgroup_size = ps["VkPhysicalDeviceSubgroupProperties"].subgroupSize
     sc = ps.get("VkPhysicalDeviceSubgroupSizeControlProperties")
-    self.min_subgroup = sc.minSubgroupSize if sc else self.subgroup_size   # the subgroup size a pipeline may get: one, or a range
+    # the subgroup sizes a pipeline may get (one, or a range), and whether a compute pipeline may require one
+    self.min_subgroup, self.max_subgroup = (sc.minSubgroupSize, sc.maxSubgroupSize) if sc else (self.subgroup_size, self.subgroup_size)
+    self.size_control = bool(sc and sc.requiredSubgroupSizeStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
     self.max_alloc = ps["VkPhysicalDeviceMaintenance3Properties"].maxMemoryAllocationSize
     # maintenance4: the real buffer size limit, above the soft allocation limit
     self.max_buffer = m4.maxBufferSize if (m4 := ps.get("VkPhysicalDeviceMaintenance4Properties")) else self.max_alloc
@@ -247,20 +250,22 @@ class PhysicalDevice:
     fn = lib.vkGetInstanceProcAddr(inst.handle, b"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT")
     if fn == NULL: return []
     return enumerate_(ffi.cast("PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", fn), "VkTimeDomainEXT", self.handle)
+  def feature_flags(self) -> set[str]: return {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]}
   def flags(self) -> set[str]:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
-    have = {flag for feat, (flag, _) in FEATURES.items() if self.features[feat]} | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
+    have = self.feature_flags() | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
     # renderer paths any device has
     out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "group", "share"}
     if measure(self).denorm32: out.add("denorm")
     # tensor cores where the device has shapes for them, where measured faster than FMAs (probe.py COOP_KERNEL); VULKAN_COOPMAT=1/0
-    # forces them on/off. A subgroup size that varies (AMD's wave32/64) would need requiredSubgroupSize on each such pipeline: not yet
+    # forces them on/off. Their pipelines get subgroupSize (program.py); where it varies (AMD's wave32/64) that needs size control
+    if not (self.size_control and "sgsize" in out): out.discard("sgsize")
     faster = int(bool(self.coop_shapes) and measure(self).coop_speedup > COOP_FAST)
-    if not (self.coop_shapes and self.min_subgroup == self.subgroup_size and env_number("VULKAN_COOPMAT", faster)):
+    if not (self.coop_shapes and (self.min_subgroup == self.max_subgroup or "sgsize" in out) and env_number("VULKAN_COOPMAT", faster)):
       out.discard("coopmat")
     # what only cooperative matrices use stays off without them: with vulkanMemoryModel enabled, Device-scope atomics (packing.py's)
     # would need vulkanMemoryModelDeviceScope too
-    if "coopmat" not in out: out -= {"vmm", "fullsg"}
+    if "coopmat" not in out: out -= {"vmm", "fullsg", "sgsize"}
     # by address where measured much slower than by descriptor (probe.py ADDR_KERNEL): buffers past the range in windows and pieces;
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
     if "bda" in out and env_number("VULKAN_REACH", int(measure(self).address_cost > ADDR_SLOW)): out.add("reach")

@@ -289,12 +289,14 @@ def coop_kernel(M:int, N:int, K:int, S:int, coop:bool, version:tuple[int, int]) 
 
 def coop_speedup(phys:PhysicalDevice) -> float:
   """COOP_KERNEL's time with FMAs over its time by WMMA, on the device's first float16 x float16 + float32 shape (0: none): passes
-  doubled until the FMAs take 2 ms (a GPU's launch would hide them), the best of 3 launches each, taken in turn."""
+  multiplied by 4 until the FMAs take 2 ms (a GPU's launch would hide them), the best of 3 launches each, taken in turn."""
   shapes = [phys.coop_shapes[i:i+5] for i in range(0, len(phys.coop_shapes), 5)]
   S = phys.subgroup_size
   if not (shape := next((s for s in shapes if s[3:] == (0, 1) and min(s[0] * s[1], s[0] * s[2], s[2] * s[1]) >= S), None)): return 0.0
   M, N, K, _, _ = shape
-  caps = Caps(frozenset({"coopmat", "vmm", "fullsg", "f16", "i16", "s16"}), vk=phys.vk)
+  need = {"coopmat", "vmm", "fullsg", "f16", "i16", "s16"} | ({"sgsize"} if phys.min_subgroup != phys.max_subgroup else set())
+  if not (need <= phys.feature_flags() and ("sgsize" not in need or phys.size_control)): return 0.0
+  caps = Caps(frozenset(need), vk=phys.vk, sg=S)
   target, p = spirv_target(caps), Scratch(phys, caps)
   try:
     p.buffer([0] * (1 + S))
@@ -369,7 +371,9 @@ class Scratch:
                          new("VkShaderModuleCreateInfo", codeSize=len(spv), pCode=code))
     entry, pipe = ffi.new("char[]", b"main"), ffi.new("VkPipeline*")
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
-             "pName": entry, "flags": REQUIRE_FULL_SUBGROUPS if full else 0}
+             "pName": entry, "flags": REQUIRE_FULL_SUBGROUPS if full else 0,
+             "pNext": new("VkPipelineShaderStageRequiredSubgroupSizeCreateInfo", requiredSubgroupSize=self.caps.sg)
+                      if "sgsize" in self.caps else NULL}
     check(lib.vkCreateComputePipelines(self.d, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=pl), NULL, pipe),
           "vkCreateComputePipelines (probe)")
     self.made.append((lib.vkDestroyPipeline, pipe[0]))

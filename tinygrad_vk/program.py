@@ -7,7 +7,7 @@ from tinygrad.helpers import prod, round_up, suppress_finalizing
 from tinygrad_vk.vk import vk, ffi, lib, NULL, check, new
 from tinygrad_vk.caps import Caps, MAX_GROUPS_X, VEC_ALIGN
 from tinygrad_vk.spv import KernelMeta, rebind
-# a cooperative matrix kernel's subgroups are whole: what its tiles assume, and what Vulkan requires before SPIR-V 1.6
+# whole subgroups: what a cooperative matrix kernel's tiles assume, and what Vulkan requires of one before SPIR-V 1.6
 REQUIRE_FULL_SUBGROUPS = 0x2   # VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT (None in the `vulkan` package)
 from tinygrad_vk.renderer.abi import ADDR_ALIGN, kernel_abi, numel
 from tinygrad_vk import windows
@@ -97,8 +97,11 @@ class VulkanProgram(Program["VulkanDevice"]):
     entries = ffi.new("VkSpecializationMapEntry[]", [{"constantID": i, "offset": 4 * i, "size": 4} for i in range(n)])
     data = ffi.new("int32_t[]", list(align) or [0])
     spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": n, "pMapEntries": entries, "dataSize": 4 * n, "pData": data})
+    # a cooperative matrix kernel's subgroups are whole and of the size its tensor cores assume (renderer/coopmat.py)
+    size = new("VkPipelineShaderStageRequiredSubgroupSizeCreateInfo", requiredSubgroupSize=self.dev.caps.sg) \
+      if self.meta.coop and "sgsize" in self.dev.caps else NULL
     stage = {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": module,
-             "pName": entry, "pSpecializationInfo": spec, "flags": REQUIRE_FULL_SUBGROUPS if self.meta.coop else 0}
+             "pName": entry, "pSpecializationInfo": spec, "flags": REQUIRE_FULL_SUBGROUPS if self.meta.coop else 0, "pNext": size}
     pipe = ffi.new("VkPipeline*")
     check(lib.vkCreateComputePipelines(self.dev.vkdev, NULL, 1, new("VkComputePipelineCreateInfo", stage=stage, layout=self.layout,
                                        flags=PIPELINE_CREATE_DISPATCH_BASE_BIT), NULL, pipe), f"vkCreateComputePipelines of {self.name}")
