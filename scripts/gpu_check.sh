@@ -22,9 +22,11 @@ step() {   # name, time limit (s), command...: its log in $OUT/<name>.log, a sum
 }
 "$PY" -m tinygrad_vk info > "$OUT/info.log" 2>&1
 step roundtrip 60 "$PY" scripts/roundtrip.py
-step tests 300 "$PY" -m pytest -x -q -p no:cacheprovider -n 4 tests
-step bench_tc 110 env VULKAN_COOPMAT=1 "$PY" scripts/bench.py --quick --json "$OUT/bench_tc.json"
-step bench_fma 110 env VULKAN_DISABLE=coopmat "$PY" scripts/bench.py --quick --json "$OUT/bench_fma.json"
+# the limits (seconds) add up to under 10 minutes; a slower host may raise them (a 2-core host with lavapipe needs ~190 s for the
+# tests and more than 110 s for each bench)
+step tests "${TESTS_S:-270}" "$PY" -m pytest -x -q -p no:cacheprovider -n "${JOBS:-4}" tests
+step bench_tc "${BENCH_S:-140}" env VULKAN_COOPMAT=1 "$PY" scripts/bench.py --quick --json "$OUT/bench_tc.json"
+step bench_fma "${BENCH_S:-140}" env VULKAN_DISABLE=coopmat "$PY" scripts/bench.py --quick --json "$OUT/bench_fma.json"
 
 echo; echo "[gpu_check] summary (logs in $OUT)"
 "$PY" - "$OUT/info.log" "$OUT/bench_tc.json" "$OUT/bench_fma.json" "${ROWS[@]}" <<'EOF'
