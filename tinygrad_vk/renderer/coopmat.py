@@ -8,8 +8,8 @@ TensorCore's fragments so that a thread's elements are consecutive in the tiles:
 t*n .. t*n+n-1 of the row-major tile, and B's of the column-major one.
 
 tinygrad's warp is `threads` consecutive invocations of the workgroup (its local index, x fastest: ops_python.py's model): here a
-subgroup of the device's fixed subgroup size, so tile w is the one of invocations w*S .. w*S+S-1, and the kernel's passes that
-reorder or join local dims leave a kernel with a WMMA alone (passes/__init__.py).
+subgroup of subgroupSize invocations, whole, that size required where it could vary (program.py), so tile w is the one of
+invocations w*S .. w*S+S-1; the passes that reorder, join or tile local dims leave a kernel with a WMMA alone (passes/__init__.py).
 """
 from __future__ import annotations
 import math
