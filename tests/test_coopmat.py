@@ -60,6 +60,9 @@ def test_declared_only_with_the_flag():
   # every profile leaves tensor cores off: no profiled device class has them
   assert all("coopmat" not in apply_profile(caps, p).flags for p in ("min", "moltenvk", "intel-arc", "swiftshader"))
   assert Caps.decode(caps.encode()) == caps and "coop=" not in Caps().encode()
+  # devices used together render alike (Caps.meet): tensor cores only where both have the same ones on the same subgroup size
+  assert caps.meet(caps).coop == shapes and caps.meet(Caps(caps.flags, sg=16, coop=shapes)).coop == ()
+  assert caps.meet(Caps(caps.flags, sg=8, coop=shapes[:5])).coop == () and "coopmat" not in caps.meet(Caps(sg=8, coop=shapes)).flags
 
 def test_devices_without_shapes_declare_none():
   if device_shapes() and "coopmat" in Device["VULKAN"].caps: pytest.skip("this device has tensor cores on")
