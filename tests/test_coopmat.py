@@ -1,11 +1,12 @@
 """Tensor cores through VK_KHR_cooperative_matrix (flag coopmat, renderer/coopmat.py). The matmuls run where the device reports
 shapes (Mesa 26.2 lavapipe here), in a child process with VULKAN_COOPMAT=1 (probe.py measured the path slower than FMAs on
 lavapipe, so it is off by default there); elsewhere what a device without the extension declares."""
-import json, math, tempfile
+import json, math, os, tempfile
 import pytest
 from tinygrad import Device, dtypes
 from tinygrad_vk.caps import Caps, apply_profile, disabled_flags, env_text
 from tinygrad_vk.renderer.coopmat import tensor_core, tensor_cores
+from tinygrad_vk.spv import spirv_instructions
 from util import run_python, switched
 
 def device_shapes() -> tuple:
@@ -158,3 +159,17 @@ print("RESULT", speedup, "coopmat" in dev.caps, bool(dev.phys.coop_shapes), dev.
   assert r.returncode == 0 and "RESULT" in r.stdout, r.stdout + r.stderr
   speedup, on, shapes, _ = r.stdout.split("RESULT")[1].split()
   assert on == str(shapes == "True" and float(speedup) > 2.0), r.stdout
+
+@needs_coop
+@pytest.mark.parametrize("script", ["llama_check", "gpt2_check"])
+def test_text_generation_through_tensor_cores(script):
+  """Real model code: 32 greedy tokens of scripts/llama_check.py and gpt2_check.py in half equal CPU's with tensor cores on
+  (TC_OPT=2: their projections' rows, 5 prompt tokens, are padded to the shape), and some of their kernels do take them."""
+  with tempfile.TemporaryDirectory() as dump:
+    r = run_python(f"import runpy, sys; sys.argv = ['{script}', '--layers', '2', '--dim', '64', '--heads', '4', '--vocab', '300', "
+                   f"'--tokens', '32']; runpy.run_path('scripts/{script}.py', run_name='__main__')",
+                   {"VULKAN_COOPMAT": "1", "TC_OPT": "2", "DEFAULT_FLOAT": "half", "VULKAN_DUMP": dump, "VULKAN_VALIDATION": "1"})
+    mods = [os.path.join(dump, f) for f in os.listdir(dump) if f.endswith(".spv")]
+    coop = sum(any(op == 4459 for _, op, _ in spirv_instructions(open(m, "rb").read())[1]) for m in mods)
+  assert r.returncode == 0 and r.stdout.rstrip().endswith("match") and "VULKAN validation" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+  assert coop > 0, f"no kernel of {len(mods)} took the tensor cores"
