@@ -32,6 +32,9 @@ N16M, MiB64 = 16 << 20, 64 << 20
 # the transformer training step's model, the same on every column: pre-LayerNorm causal decoder, tanh GELU MLP 4x wide, Adam
 TF = {"vocab": 128, "dim": 64, "heads": 4, "layers": 2, "seq": 32, "batch": 8}
 
+# issue 41's language model (LLaMA architecture: scripts/llama_check.py's model): a 64-token prompt, then decode steps under TinyJit
+LLM = {"dim": 512, "heads": 8, "layers": 8, "hidden": 1376, "vocab": 32000, "prompt": 64, "decode": 16}
+
 # (key, label, unit); the order is the table's
 ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", "GFLOP/s"), ("gemm2048", "GEMM fp32 2048", "GFLOP/s"),
         ("gemm1024_beam2", "GEMM fp32 1024 BEAM=2", "GFLOP/s"),
@@ -55,7 +58,9 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("copy_h2d_staging", "copy H->D, VULKAN_FORCE_STAGING=1", "GB/s"), ("copy_d2h_staging", "copy D->H, VULKAN_FORCE_STAGING=1", "GB/s"),
         ("copy_h2d_raw", "copy H->D, allocator._copyin", "GB/s"), ("copy_d2h_raw", "copy D->H, allocator._copyout", "GB/s"),
         ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
-        ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s"), ("tf_train", "transformer train step (2x64, b8)", "steps/s")]
+        ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s"), ("tf_train", "transformer train step (2x64, b8)", "steps/s"),
+        *((f"llm_{k}_{dt}", f"LLaMA 512x8 {k} {dt}{', 64 tokens' if k == 'prefill' else ''}", "tokens/s")
+          for dt in ("float", "half") for k in ("prefill", "decode"))]
 COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "torchvulkan", "torch CPU", "numpy", "floor"]
 # the rows scripts/bench_torch.py runs; the torch peers' python: --torch-python, else $TORCH_PYTHON, else this venv's when it exists
 TORCH_TASKS = ["gemm512", "gemm1024", "add16M", "conv2d", "cnn_train", "tf_train"]
@@ -273,6 +278,30 @@ def worker(tasks:list[str], quick:bool, out_path:str):
         return loss.realize(*opt.schedule_step())
     return step, Tensor.randint(B, T, high=V).realize(), Tensor.randint(B, T, high=V).realize()
 
+  def llm():
+    # LLM's model (scripts/llama_check.py), random weights in float and in half: the prompt's forward pass timed after one warm-up,
+    # then greedy decode steps under TinyJit (the KV cache at a symbolic position), the first 3 not timed
+    sys.path.insert(0, HERE)
+    import llama_check as L
+    from tinygrad import Variable, dtypes
+    from tinygrad.nn.state import get_state_dict
+    L.MAX_CONTEXT = LLM["prompt"] + LLM["decode"] + 4
+    out, rng = {}, np.random.default_rng(0)
+    prompt = rng.integers(0, LLM["vocab"], LLM["prompt"]).tolist()
+    for name, dt in (("float", dtypes.float), ("half", dtypes.half)):
+      model = L.Llama(LLM["dim"], LLM["heads"], LLM["heads"], LLM["layers"], LLM["vocab"], LLM["hidden"])
+      for k, t in get_state_dict(model).items():
+        t.replace(Tensor((rng.normal(1, 0.1, t.shape) if "norm" in k else rng.normal(0, 0.02, t.shape)).astype(np.float32)).cast(dt).realize())
+      ts = wall_times(lambda: model(Tensor([prompt]), 0), dev.synchronize, 2 if quick else 3, 1)
+      step = TinyJit(lambda tok, pos: model(tok, pos).argmax(-1).realize())
+      tok, steps = int(model(Tensor([prompt]), 0).argmax().item()), []
+      for i in range(LLM["decode"]):
+        st = time.perf_counter()
+        tok = int(step(Tensor([[tok]]), Variable("start_pos", 1, L.MAX_CONTEXT - 1).bind(LLM["prompt"] + i)).item())
+        steps.append(time.perf_counter() - st)
+      out |= {f"llm_prefill_{name}": rate(ts, LLM["prompt"], "tokens/s"), f"llm_decode_{name}": rate(steps[3:], 1, "tokens/s")}
+    return out
+
   def cnn_first():
     # a fresh process without tinygrad's disk cache (see main): schedule + codegen + compile + pipelines + run of a first step
     import tinygrad.codegen as cg
@@ -294,7 +323,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
              "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit, "wide": wide,
              "paired": paired,
              "compile": compile_cost, "copy": copies, "cnn_train": lambda: train(*cnn_step()), "tf_train": lambda: train(*tf_step()),
-             "cnn_first": cnn_first}
+             "cnn_first": cnn_first, "llm": llm}
   for name in tasks:
     try:
       r = benches[name]()
@@ -398,11 +427,12 @@ def main():
   t_start, q = time.perf_counter(), ["--quick"] if args.quick else []
   tasks = ["gemm512", "gemm1024"] + ([] if args.quick else ["gemm2048"]) + \
           ["add16M", "sum16M", "conv2d", "paired", "launch_eager", "launch_eager_sync", "launch_jit", "wide", "compile", "copy", "cnn_train",
-           "tf_train"]
+           "tf_train"] + ([] if args.quick else ["llm"])
   me, limit = os.path.abspath(__file__), 300 if args.quick else 1200
   info = machine()
   groups = {"compile": [f"compile_{k}" for k in ("schedule", "codegen", "compiler", "pipeline")],
-            "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"], "paired": ["paired_gemm1024", "paired_add16M", "paired_conv2d"]}
+            "copy": ["copy_h2d", "copy_d2h", "copy_h2d_raw", "copy_d2h_raw"], "paired": ["paired_gemm1024", "paired_add16M", "paired_conv2d"],
+            "llm": [f"llm_{k}_{dt}" for dt in ("float", "half") for k in ("prefill", "decode")]}
   keys = [k for t in tasks for k in groups.get(t, [t])]
   cpu_tasks = [t for t in tasks if t != "paired"]   # the renderer pairing is VULKAN's own
   expected = {"VULKAN": keys, "CPU": [k for t in cpu_tasks for k in groups.get(t, [t])]}
@@ -438,7 +468,7 @@ def main():
     r = run_sub([me, "--worker", task] + q, {"DEV": "VULKAN:SPIRV", **env}, timeout)
     results["VULKAN"] |= {row: r.get(k, {"error": r.get("error", "missing")}) for k, row in rows.items()}
   results["CPU"] |= run_sub([me, "--worker", ",".join(cpu_tasks)] + q, {"DEV": "CPU"}, limit)
-  webgpu_tasks = [t for t in cpu_tasks if t not in ("compile", "copy")]   # throughput, launches and the CNN step
+  webgpu_tasks = [t for t in cpu_tasks if t not in ("compile", "copy", "llm")]   # throughput, launches and the training steps
   if (dawn := dawn_library()) is not None:
     results["WEBGPU"] = run_sub([me, "--worker", ",".join(webgpu_tasks)] + q, {"DEV": "WEBGPU", "WEBGPU_PATH": dawn}, limit)
     expected["WEBGPU"] = webgpu_tasks
@@ -516,6 +546,8 @@ def main():
     "add 16M past the range / by descriptor": ratio(V.get("add16M_past"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
     "transformer train steps/s VULKAN / CPU": ratio(V.get("tf_train"), C.get("tf_train")),
+    **{f"LLaMA 512x8 {k} {dt} tokens/s VULKAN / CPU": ratio(V.get(f"llm_{k}_{dt}"), C.get(f"llm_{k}_{dt}"))
+       for dt in ("float", "half") for k in ("prefill", "decode")},
     **{f"{lbl} VULKAN / torchvulkan": ratio(V.get(k), TV.get(k)) for k, lbl in TORCH_LABELS.items()},
     **{f"{lbl} VULKAN / torch CPU": ratio(V.get(k), TC.get(k)) for k, lbl in TORCH_LABELS.items()},
     "cold compiler GLSL / SPIR-V (per kernel)": ratio(G.get("compile_compiler"), V.get("compile_compiler")),

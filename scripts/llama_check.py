@@ -58,9 +58,9 @@ class Block:
     return (h + self.w2(self.w1(self.ffn_norm(h)).silu() * self.w3(self.ffn_norm(h)))).contiguous()
 
 class Llama:
-  def __init__(self, dim:int, n_heads:int, n_kv:int, n_layers:int, vocab:int):
+  def __init__(self, dim:int, n_heads:int, n_kv:int, n_layers:int, vocab:int, hidden:int|None=None):
     self.tok_embeddings, self.norm, self.output = Embedding(vocab, dim), RMSNorm(dim), Linear(dim, vocab, bias=False)
-    self.layers, self.fc = [Block(dim, n_heads, n_kv, 4 * dim) for _ in range(n_layers)], rotary(dim // n_heads)
+    self.layers, self.fc = [Block(dim, n_heads, n_kv, hidden or 4 * dim) for _ in range(n_layers)], rotary(dim // n_heads)
   def __call__(self, tokens:Tensor, start_pos) -> Tensor:
     seqlen = tokens.shape[1]
     h, fc = self.tok_embeddings(tokens), self.fc.shrink((None, (start_pos, start_pos+seqlen), None, None, None)).cast(self.norm.weight.dtype)
