@@ -38,12 +38,8 @@ class Measured:
   address_cost: float = 0.0   # a load by address's time over a load through a descriptor's (ADDR_KERNEL), 0: not measured
   coop_speedup: float = 0.0   # the FMAs' time over the cooperative matrices' (COOP_KERNEL), 0: not measured
 
-# words[0] = n; words[1] = passes of a loop of n; words[4] = words[2] * words[3] (floats)
-KERNEL = """OpCapability Shader
-OpMemoryModel Logical GLSL450
-OpEntryPoint GLCompute %main "main"{interface}
-OpExecutionMode %main LocalSize 1 1 1
-OpDecorate %arr ArrayStride 4
+# the probe kernels' one storage buffer of words at binding 0: its decorations, then the types it needs
+BUFFER = """OpDecorate %arr ArrayStride 4
 OpMemberDecorate %S 0 Offset 0
 OpDecorate %S Block
 OpDecorate %buf DescriptorSet 0
@@ -58,7 +54,14 @@ OpDecorate %buf Binding 0
 %pS = OpTypePointer StorageBuffer %S
 %pu = OpTypePointer StorageBuffer %uint
 %buf = OpVariable %pS StorageBuffer
-""" + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in range(5)) + """%main = OpFunction %void None %fn
+"""
+
+# words[0] = n; words[1] = passes of a loop of n; words[4] = words[2] * words[3] (floats)
+KERNEL = """OpCapability Shader
+OpMemoryModel Logical GLSL450
+OpEntryPoint GLCompute %main "main"{interface}
+OpExecutionMode %main LocalSize 1 1 1
+""" + BUFFER + "".join(f"%c{i} = OpConstant %uint {i}\n" for i in range(5)) + """%main = OpFunction %void None %fn
 %entry = OpLabel
 %p0 = OpAccessChain %pu %buf %c0 %c0
 %n = OpLoad %uint %p0
@@ -203,22 +206,7 @@ OpCapability VulkanMemoryModel
 OpEntryPoint GLCompute %main "main" %lid{interface}
 OpExecutionMode %main LocalSize {S} 1 1
 OpDecorate %lid BuiltIn LocalInvocationIndex
-OpDecorate %arr ArrayStride 4
-OpMemberDecorate %S 0 Offset 0
-OpDecorate %S Block
-OpDecorate %buf DescriptorSet 0
-OpDecorate %buf Binding 0
-%void = OpTypeVoid
-%fn = OpTypeFunction %void
-%bool = OpTypeBool
-%uint = OpTypeInt 32 0
-%float = OpTypeFloat 32
-%half = OpTypeFloat 16
-%arr = OpTypeRuntimeArray %uint
-%S = OpTypeStruct %arr
-%pS = OpTypePointer StorageBuffer %S
-%pu = OpTypePointer StorageBuffer %uint
-%buf = OpVariable %pS StorageBuffer
+""" + BUFFER + """%half = OpTypeFloat 16
 %pin = OpTypePointer Input %uint
 %lid = OpVariable %pin Input
 %zero = OpConstant %float 0

@@ -70,6 +70,9 @@ class Wmma:
   @property
   def name(self) -> str: return f"{self.M}_{self.N}_{self.K}_{repr(self.din)[7:]}_{repr(self.dout)[7:]}"
   def sizes(self) -> tuple[int, int, int]: return self.M * self.K, self.K * self.N, self.M * self.N   # A, B, C tile elements
+  def tiles(self) -> tuple[tuple[int, int, bool, int], ...]:
+    """A, B, C as each tile holds it: (rows, columns, column-major, stride): A row-major MxK, B column-major KxN, C row-major MxN."""
+    return (self.M, self.K, False, self.K), (self.K, self.N, True, self.K), (self.M, self.N, False, self.N)
   def smem(self, invocations:int) -> int:
     """Workgroup memory bytes of the tiles of every subgroup of a workgroup."""
     a, b, c = self.sizes()

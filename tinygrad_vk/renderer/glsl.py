@@ -196,6 +196,7 @@ def wmma_function(w:Wmma, invocations:int) -> list[str]:
   fa, fb, fc = a // w.S, b // w.S, c // w.S
   sync = "controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);"
   def mat(t:str, rows:int, cols:int, use:str) -> str: return f"coopmat<{t}, gl_ScopeSubgroup, {rows}, {cols}, gl_MatrixUse{use}>"
+  def layout(colmajor:bool) -> str: return f"gl_CooperativeMatrixLayout{'ColumnMajor' if colmajor else 'RowMajor'}"
   g = invocations // w.S
   return [f"shared {ti} _tA_{n}[{g*a}]; shared {ti} _tB_{n}[{g*b}]; shared {to} _tC_{n}[{g*c}];",
     f"{to}[{fc}] __WMMA_{n}({ti} a[{fa}], {ti} b[{fb}], {to} c[{fc}]) {{",
@@ -204,10 +205,9 @@ def wmma_function(w:Wmma, invocations:int) -> list[str]:
     f"  for (uint e = 0u; e < {fb}u; e++) _tB_{n}[t*{b}u + l*{fb}u + e] = b[e];",
     f"  for (uint e = 0u; e < {fc}u; e++) _tC_{n}[t*{c}u + l*{fc}u + e] = c[e];",
     f"  {sync}",
-    f"  {mat(ti, w.M, w.K, 'A')} ma; coopMatLoad(ma, _tA_{n}, t*{a}u, {w.K}u, gl_CooperativeMatrixLayoutRowMajor);",
-    f"  {mat(ti, w.K, w.N, 'B')} mb; coopMatLoad(mb, _tB_{n}, t*{b}u, {w.K}u, gl_CooperativeMatrixLayoutColumnMajor);",
-    f"  {mat(to, w.M, w.N, 'Accumulator')} mc; coopMatLoad(mc, _tC_{n}, t*{c}u, {w.N}u, gl_CooperativeMatrixLayoutRowMajor);",
-    f"  coopMatStore(coopMatMulAdd(ma, mb, mc), _tC_{n}, t*{c}u, {w.N}u, gl_CooperativeMatrixLayoutRowMajor);",
+    *(f"  {mat(ty, r, c, use)} m{k}; coopMatLoad(m{k}, _t{k}_{n}, t*{size}u, {stride}u, {layout(colmajor)});" for k, ty, use, size,
+      (r, c, colmajor, stride) in zip("ABC", (ti, ti, to), ("A", "B", "Accumulator"), (a, b, c), w.tiles())),
+    f"  coopMatStore(coopMatMulAdd(mA, mB, mC), _tC_{n}, t*{c}u, {w.N}u, {layout(False)});",
     f"  {sync}",
     f"  {to} d[{fc}]; for (uint e = 0u; e < {fc}u; e++) d[e] = _tC_{n}[t*{c}u + l*{fc}u + e];",
     "  return d;", "}"]

@@ -445,11 +445,10 @@ class SPIRVKernel(Memory):
     def mat(dt:DType, rows:int, cols:int, use:int) -> str:
       return self.g(f"%cm{use}_{rows}x{cols}{self.T(dt)[1:]}", "OpTypeCooperativeMatrixKHR " +
                     " ".join([self.T(dt), *(self.const(dtypes.uint, v) for v in (3, rows, cols, use))]))
-    # A row-major MxK, B column-major KxN, C row-major MxN; the layout and the stride are constants' ids
-    shapes = [(w.M, w.K, 0, 0, w.K), (w.K, w.N, 1, 1, w.K), (w.M, w.N, 2, 0, w.N)]
-    types = [mat(dt, r, c, use) for dt, (r, c, use, _, _) in zip(dts, shapes)]
-    ms = [self.op("OpCooperativeMatrixLoadKHR", ty, at(t, dt, base), self.const(dtypes.uint, lay), self.const(dtypes.uint, stride),
-                  *see) for ty, t, dt, base, (_, _, _, lay, stride) in zip(types, tiles, dts, bases, shapes)]
+    # the use (MatrixA/B/Accumulator), the layout (RowMajor 0, ColumnMajor 1) and the stride are constants' ids
+    types = [mat(dt, r, c, use) for use, (dt, (r, c, _, _)) in enumerate(zip(dts, w.tiles()))]
+    ms = [self.op("OpCooperativeMatrixLoadKHR", ty, at(t, dt, base), self.const(dtypes.uint, int(colmajor)), self.const(dtypes.uint, stride),
+                  *see) for ty, t, dt, base, (_, _, colmajor, stride) in zip(types, tiles, dts, bases, w.tiles())]
     sin, sout = w.signed
     mask = "|".join(m for m, on in (("MatrixASignedComponentsKHR", sin), ("MatrixBSignedComponentsKHR", sin),
                                     ("MatrixCSignedComponentsKHR", sout), ("MatrixResultSignedComponentsKHR", sout)) if on)
