@@ -1,5 +1,6 @@
 """Buffers past maxStorageBufferRange: passed to kernels by buffer device address (renderer/abi.py), or in pieces where the device has
 flag `reach` (loads by address measured slow: tests/test_reach.py)."""
+import os
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
@@ -63,6 +64,9 @@ except Exception as e: print("raised", type(e).__name__, e)""",
   assert r.returncode == 0 and "raised CompileError VULKAN: buffer" in r.stdout and "over maxStorageBufferRange" in r.stdout, r.stdout + r.stderr
   assert "need 5 descriptors, the device has 4" in r.stdout and "needs bufferDeviceAddress" in r.stdout, r.stdout
 
+# the zoo's row sums GROUPed through shared memory as tinygrad shapes them, where llvmpipe's "rows" (renderer/opts.py) would run
+# them whole on each lane (test_rows.py runs those by address in scripts/test.sh's staging pass)
+GROUPED = {"VULKAN_DISABLE": ",".join(filter(None, (os.environ.get("VULKAN_DISABLE"), "rows")))}
 SMALL_RANGE = """
 import sys; sys.path.insert(0, "tests")
 import numpy as np
@@ -114,7 +118,7 @@ print("ok", sum(1 for p in progs if p), "of", len(progs), "programs pass buffers
 @needs_bda
 def test_small_buffers_by_address():
   # VULKAN_MAX_STORAGE_RANGE lowers the range, so every buffer over 2 KiB takes the address path: the whole kernel zoo on it
-  r = run_python(SMALL_RANGE, {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_REACH": "0"})
+  r = run_python(SMALL_RANGE, {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_REACH": "0", **GROUPED})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
   # with the path off, kernels run in pieces and windows (tests/test_windows.py) until one needs more windows than descriptors: the
   # minimum profile's 4 (lavapipe 22.3 has 32, Mesa 25 a million, where every kernel of the zoo fits)
@@ -181,7 +185,7 @@ def test_address_without_int64():
   # constants, no Int64
   r = run_python(SMALL_RANGE + "\nfrom util import kernel_sources\n"
                  "assert 'Int64' not in ''.join(kernel_sources(Tensor(np.arange(3000, dtype=np.float32)) * 2))",
-                 {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_PROFILE": "pi5", "VULKAN_REACH": "0"})
+                 {"VULKAN_MAX_STORAGE_RANGE": "2048", "VULKAN_PROFILE": "pi5", "VULKAN_REACH": "0", **GROUPED})
   assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 @needs_bda

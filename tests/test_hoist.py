@@ -1,9 +1,8 @@
 """A reduction whose value does not depend on the launch indices (LAMB's trust ratio ||w|| / ||update||, fused by tinygrad into the
 elementwise update) is computed once per workgroup, spread over its invocations, in few workgroups (tinygrad_vk/renderer/passes/hoist.py),
 and every element stays right. Runs on any device: the fold's workgroup count is checked with the device's and a GPU's threads."""
-from dataclasses import replace
 import numpy as np
-from util import data
+from util import data, renderer_with
 import pytest
 from tinygrad import Tensor, Device, Variable
 from tinygrad.helpers import prod
@@ -12,14 +11,12 @@ from tinygrad.uop.ops import Ops
 from tinygrad.codegen import to_program
 
 
-def renderer_with(**caps):
-  ren = Device["VULKAN"].renderer
-  return type(ren)(replace(ren.target, arch=replace(ren.caps, **caps).encode()))
-
 @pytest.fixture(params=["device", "gpu"])
 def ren(request, monkeypatch):
-  """The device's renderer, and one that knows no thread count (a GPU's fold); both run on the real device."""
-  r = Device["VULKAN"].renderer if request.param == "device" else renderer_with(threads=0)
+  """The device's renderer, and one that knows no thread count (a GPU's fold); both run on the real device. Both keep tinygrad's
+  GROUPs (no "rows" flag: renderer/opts.py runs most of them whole on each lane on llvmpipe), the kernels these paths reshape."""
+  flags = Device["VULKAN"].renderer.caps.flags - {"rows"}
+  r = renderer_with(flags=flags) if request.param == "device" else renderer_with(threads=0, flags=flags)
   monkeypatch.setattr(type(Device["VULKAN"]), "renderer", property(lambda self: r))
   return r
 

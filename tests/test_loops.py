@@ -1,7 +1,6 @@
 """llvmpipe exits every loop of a SIMD vector of invocations after 65535 passes in total: kernels with long reductions are reshaped
 to fit (tinygrad_vk/renderer/passes/loops.py: spread over the workgroup, local dims traded for lanes, innermost loops unrolled) and must
 still be right; what cannot be reshaped is refused. Tests that give the renderer a budget of their own run on any device."""
-from dataclasses import replace
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, nn, dtypes
@@ -11,7 +10,7 @@ from tinygrad.codegen import to_program
 from tinygrad.engine.realize import run_linear
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.helpers import Context, Target, prod
-from util import data, kernel_programs, run_python, run_kernel, shows, glsl_compiler
+from util import data, kernel_programs, run_python, run_kernel, shows, glsl_compiler, renderer_with
 
 BUDGET = Device["VULKAN"].renderer.caps.maxloop
 needs_budget = pytest.mark.skipif(not BUDGET, reason="the driver has no loop budget (measured, probe.py: only llvmpipe before Mesa 25.0 has one)")
@@ -111,10 +110,6 @@ class ConvNet:
                    lambda x: x.flatten(1), nn.Linear(c * 10 * 10, 10)]
   def __call__(self, x): return x.sequential(self.layers)
 
-def renderer_with(**caps):
-  """The device's renderer with some capabilities changed."""
-  ren = Device["VULKAN"].renderer
-  return type(ren)(replace(ren.target, arch=replace(ren.caps, **caps).encode()))
 
 def conv_grads(device:str, x:np.ndarray, y:np.ndarray, dtype) -> tuple[float, list[np.ndarray], int]:
   """The loss, then the first convolution's weight and bias gradients, read one by one as a user would; and how many of the

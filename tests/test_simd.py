@@ -15,9 +15,7 @@ from tinygrad.engine.realize import run_linear
 LLVMPIPE = "fillx" in Device["VULKAN"].phys.flags()   # the driver packs along x, whatever VULKAN_DISABLE says
 def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
-def renderer(flags):
-  ren = Device["VULKAN"].renderer
-  return type(ren)(replace(ren.target, arch=replace(ren.caps, flags=flags).encode()))
+def renderer(flags): return util.renderer_with(flags=flags)
 def local_sizes(t:Tensor, flags) -> list[tuple[int, ...]]:
   return [to_program(c.src[0], renderer(flags)).arg.local_size for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
 

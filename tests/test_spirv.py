@@ -10,7 +10,7 @@ from tinygrad_vk.compiler import assemble
 from tinygrad_vk.caps import Caps, spirv_target
 from tinygrad_vk.renderer.abi import kernel_abi
 from tinygrad_vk.spv import OPCODES, KernelMeta, add_notes
-from util import data, kernel_sources, run_python, shows, missing, in_words, vectors
+from util import data, kernel_sources, grouped_sources, run_python, shows, missing, in_words, vectors
 
 NATIVE = sorted(Device["VULKAN"].renderer.supported_dtypes() - {dtypes.bfloat16}, key=lambda d: d.name)
 needs_glslang = pytest.mark.skipif(shutil.which("glslangValidator") is None, reason="the GLSL reference renderer needs glslang-tools")
@@ -146,7 +146,7 @@ def test_transcendental(dt):
 @pytest.mark.parametrize("shape,axis", [((37, 4000), 1), ((4000,), None), ((4000, 37), 0), ((257, 33), 1)])
 def test_reductions(shape, axis):
   x = data(shape)
-  srcs = spirv_sources(Tensor(x).sum(axis))
+  with Context(DEV="VULKAN:SPIRV"): srcs = grouped_sources(Tensor(x).sum(axis))
   if shape != (257, 33): assert any(shows(s, "shared") for s in srcs), "expected a GROUP reduction through shared memory"
   same_bits(both(lambda: Tensor(x).sum(axis)), x.sum(axis), rtol=1e-4, atol=1e-3)
   same_bits(both(lambda: Tensor(x).max(axis)), x.max(axis))

@@ -1,5 +1,6 @@
 """Shared test helpers."""
 import os, subprocess, sys, zlib
+from dataclasses import replace
 import numpy as np
 import pytest
 from tinygrad import Tensor, Device, dtypes
@@ -54,14 +55,24 @@ def vectors(nbytes:int) -> bool:
   caps = Device["VULKAN"].caps
   return "vec" in caps and nbytes <= caps.range
 
-def kernel_programs(t:Tensor, device="VULKAN") -> list[UOp]:
-  """The PROGRAM of every kernel that realizing t would run, from the renderer DEV picks: `.arg` is its ProgramInfo (launch
-  dims), `.src[2].arg` its source. Consumes t: scheduling it leaves running the schedule to the caller."""
-  return [to_program(c.src[0], Device[device].renderer) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+def renderer_with(**caps):
+  """The device's renderer (the one DEV picks) with some capabilities changed (caps.py Caps fields: flags=..., smem=...)."""
+  ren = Device["VULKAN"].renderer
+  return type(ren)(replace(ren.target, arch=replace(ren.caps, **caps).encode()))
 
-def kernel_sources(t:Tensor, device="VULKAN") -> list[str]:
+def kernel_programs(t:Tensor, device="VULKAN", ren=None) -> list[UOp]:
+  """The PROGRAM of every kernel that realizing t would run, from the renderer DEV picks (or ren): `.arg` is its ProgramInfo
+  (launch dims), `.src[2].arg` its source. Consumes t: scheduling it leaves running the schedule to the caller."""
+  return [to_program(c.src[0], ren or Device[device].renderer) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+
+def kernel_sources(t:Tensor, device="VULKAN", ren=None) -> list[str]:
   """The source (GLSL, or the SPIR-V renderer's assembly) of every kernel that realizing t would run (see kernel_programs)."""
-  return [p.src[2].arg for p in kernel_programs(t, device)]
+  return [p.src[2].arg for p in kernel_programs(t, device, ren)]
+
+def grouped_sources(t:Tensor) -> list[str]:
+  """kernel_sources as tinygrad's heuristic shapes the kernels, reductions GROUPed through shared memory where it would: without
+  the "rows" flag (renderer/opts.py), which on llvmpipe runs most of them whole on each lane instead."""
+  return kernel_sources(t, ren=renderer_with(flags=Device["VULKAN"].renderer.caps.flags - {"rows"}))
 
 # a guard against a hang (a deadlock, a lost device) for the tests whose failure would be one: far past what the slowest driver here
 # (SwiftShader) needs. Every other subprocess runs to its end: a slower driver is not a failure.

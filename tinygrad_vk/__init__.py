@@ -1,9 +1,10 @@
 """tinygrad_vk: a Vulkan compute device for stock tinygrad, selected with DEV=VULKAN.
 
 tinygrad finds DEV=FOO by importing `tinygrad.runtime.ops_foo`. The `tinygrad_vk.pth` start-up file calls `install()`, which puts
-a meta-path finder in front of the normal ones: it answers that module name with a shim re-exporting `VulkanDevice`, and
-makes tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device. This module must stay import-light: it runs
-in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
+a meta-path finder in front of the normal ones: it answers that module name with a shim re-exporting `VulkanDevice`, makes
+tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device, and makes tinygrad's optimizer heuristic ask the
+kernel's renderer first (one with `hand_coded_optimizations(k, heuristic)`: VULKAN's, renderer/opts.py). This module must stay
+import-light: it runs in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
 """
 import sys, importlib.abc, importlib.machinery
 
@@ -30,31 +31,45 @@ def _device_limits(rangeify_module) -> None:
   if not isinstance(rangeify_module.DEVICE_MAX_BUFS, _DeviceMaxBufs):
     rangeify_module.DEVICE_MAX_BUFS = _DeviceMaxBufs(rangeify_module.DEVICE_MAX_BUFS)
 
+def _renderer_heuristic(heuristic_module) -> None:
+  """tinygrad's hand_coded_optimizations (looked up when a kernel is optimized, codegen/opt/postrange.py apply_opts) through the
+  renderer's own where it has one: tinygrad has no hook for a backend's choices."""
+  if hasattr(tinygrads := heuristic_module.hand_coded_optimizations, "tinygrads"): return
+  def hand_coded_optimizations(k):
+    own = getattr(k.ren, "hand_coded_optimizations", None)
+    return tinygrads(k) if own is None else own(k, tinygrads)
+  hand_coded_optimizations.tinygrads = tinygrads   # type: ignore[attr-defined]
+  heuristic_module.hand_coded_optimizations = hand_coded_optimizations
+
+# what to change in a tinygrad module once it is loaded
+_AFTER_LOAD = {"tinygrad.schedule.rangeify": _device_limits, "tinygrad.codegen.opt.heuristic": _renderer_heuristic}
+
 class _OpsVulkanLoader(importlib.abc.Loader):
   def create_module(self, spec): return None
   def exec_module(self, module):
     from tinygrad_vk.device import VulkanDevice
     module.VulkanDevice = VulkanDevice   # its __module__ stays tinygrad_vk.device, so pickling and workers find it
 
-class _RegisterLimits(importlib.abc.Loader):
+class _AfterLoad(importlib.abc.Loader):
   def __init__(self, real): self.real = real
   def __getattr__(self, k): return getattr(self.real, k)
   def create_module(self, spec): return self.real.create_module(spec)
   def exec_module(self, module):
     self.real.exec_module(module)
-    _device_limits(module)
+    _AFTER_LOAD[module.__name__](module)
 
 class _Finder(importlib.abc.MetaPathFinder):
   def find_spec(self, fullname, path=None, target=None):
     if fullname == "tinygrad.runtime.ops_vulkan": return importlib.machinery.ModuleSpec(fullname, _OpsVulkanLoader())
-    if fullname == "tinygrad.schedule.rangeify":
+    if fullname in _AFTER_LOAD:
       spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-      if spec is not None and spec.loader is not None: spec.loader = _RegisterLimits(spec.loader)
+      if spec is not None and spec.loader is not None: spec.loader = _AfterLoad(spec.loader)
       return spec
     return None
 
 def install() -> None:
   if not any(type(f).__name__ == "_Finder" and type(f).__module__ == __name__ for f in sys.meta_path): sys.meta_path.insert(0, _Finder())
-  if (rng := sys.modules.get("tinygrad.schedule.rangeify")) is not None: _device_limits(rng)
+  for name, change in _AFTER_LOAD.items():
+    if (module := sys.modules.get(name)) is not None: change(module)
 
 install()

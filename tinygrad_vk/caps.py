@@ -40,6 +40,8 @@ FLAGS = {
             "instead of 4 (renderer/plan.py texel_slots)",
   "tile": "a reduction's invocations take two launch indices' work each while their loads are shared, up to 64 accumulators (8x8): "
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
+  "rows": "a reduction tinygrad would share among a workgroup's lanes (GROUP) runs whole on each lane, rows on the lanes and unrolled "
+          "by 4, where enough workgroups stay (llvmpipe: a matrix-vector product without barriers and with float4 loads; renderer/opts.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
             "they may be flushed to zero)",
   "reach": "buffers past maxStorageBufferRange reached through windows and pieces of workgroups (abi.py REACH, SPLIT), not by address: "
@@ -64,7 +66,7 @@ def with_requirements(flags:set[str]) -> set[str]:
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile share reach vmm fullsg "
+                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile rows share reach vmm fullsg "
                             "sgsize coopmat").split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
@@ -148,7 +150,8 @@ def disabled_flags(spec:str) -> set[str]:
 # measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
 # the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
 # docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "share", "denorm", "reach"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "rows", "share", "denorm",
+                            "reach"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

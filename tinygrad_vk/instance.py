@@ -270,7 +270,8 @@ class PhysicalDevice:
     # VULKAN_REACH=1 takes that path whatever was measured (tests on drivers where it was not), 0 never
     if "bda" in out and env_number("VULKAN_REACH", int(measure(self).address_cost > ADDR_SLOW)): out.add("reach")
     if self.driver_id == vk.VK_DRIVER_ID_MESA_LLVMPIPE:
-      out |= {"fillx", "wide", "lanex", "tile"}   # SIMD vectors along local x only, a task per workgroup, a load costs several FMAs
+      # SIMD vectors along local x only, a task per workgroup, a load costs several FMAs, a barrier ends a coroutine
+      out |= {"fillx", "wide", "lanex", "tile", "rows"}
       # gallivm loads a storage buffer lane by lane, a branch and a bounds check each (lp_bld_nir_soa.c emit_load_mem), a texel
       # buffer with one gather (scripts/load_cost.py). The "texel" path reads every 32-bit type as R32_UINT texels, "texel4" aligned
       # float4s as R32G32B32A32_UINT ones: a gather of 4 floats costs about what one of a float does (scripts/vkfloor.py)

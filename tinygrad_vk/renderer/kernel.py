@@ -2,9 +2,11 @@
   * `extra_matcher(caps)`: the UOp rewrites before rendering: what Vulkan's shading languages lack, then the passes over the whole
     kernel (passes/__init__.py, in their order);
   * `check_kernel`: refuse, naming the kernel and the capability, what the device cannot run;
-  * `VulkanRenderer`: the limits, native ops and dtypes declared to tinygrad, and the kernel's plan (plan.py).
+  * `VulkanRenderer`: the limits, native ops and dtypes declared to tinygrad, its choice of optimizations (opts.py), and the
+    kernel's plan (plan.py).
 """
 from __future__ import annotations
+from typing import Callable
 from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
@@ -12,6 +14,7 @@ from tinygrad.renderer.wgsl import is_nan
 from tinygrad.codegen.decomp.transcendental import xlog2
 from tinygrad.device import CompileError
 from tinygrad.renderer import Renderer
+from tinygrad.codegen.opt.postrange import Scheduler
 from tinygrad_vk.caps import Caps, dtype_support, DTYPE_RULES, MAX_GROUPS_X, SUPPORTED
 from tinygrad_vk.renderer.plan import KernelPlan, kernel_name, plan_kernel, local_size
 from tinygrad.helpers import prod
@@ -20,6 +23,7 @@ from tinygrad_vk.renderer.passes.loops import check_loop_budget
 from tinygrad_vk.renderer.passes.packing import packed_dtypes, var_in_words, LONGS
 from tinygrad_vk.renderer.passes.sin32 import sin32_matcher
 from tinygrad_vk.renderer.coopmat import tensor_cores, Wmma
+from tinygrad_vk.renderer.opts import rows
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -100,6 +104,9 @@ class VulkanRenderer(Renderer):
     # tinygrad reads only which ops are native; a renderer that has no code for one (SIN, lowered before rendering) keeps a stub
     self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + ((Ops.SIN,) if keeps_sin(self.caps) else ())}
   def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
+  def hand_coded_optimizations(self, k:Scheduler, heuristic:Callable[[Scheduler], Scheduler]) -> Scheduler:
+    """tinygrad's heuristic (through the start-up hook, tinygrad_vk/__init__.py), changed where opts.py knows better."""
+    return rows(k, heuristic, self.caps) if "rows" in self.caps else heuristic(k)
   def kernel_plan(self, uops:list[UOp]) -> KernelPlan:
     check_kernel(self.caps, uops, kernel_name(uops))
     return plan_kernel(self.caps, uops)
