@@ -24,8 +24,12 @@ kernels) needs Vulkan 1.3, which lavapipe has. A row first runs with TORCHVULKAN
 
 (torch pinned first, or pip fetches the CUDA build; a local torch-2.13.0+cpu wheel file installs the same). bench.py finds that
 venv by itself; --torch-python PATH or TORCH_PYTHON=PATH names another python. Without one the columns say "(not installed)".
+
+The llama.cpp Vulkan and llama.cpp CPU columns (full mode, the language-model rows) are llama.cpp's llama-bench on the same model
+architecture, ggml-vulkan on the driver the loader picks and ggml's CPU backend, where llama-bench is on PATH
+(scripts/llama_cpp.py says how to install it: Debian sid packages it, so here it runs in the sid root, on Mesa 26.2).
 """
-import argparse, functools, json, os, platform, random, statistics, subprocess, sys, tempfile, time
+import argparse, functools, json, os, platform, random, shutil, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N16M, MiB64 = 16 << 20, 64 << 20
@@ -61,7 +65,7 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s"), ("tf_train", "transformer train step (2x64, b8)", "steps/s"),
         *((f"llm_{k}_{dt}", f"LLaMA 512x8 {k} {dt}{', 64 tokens' if k == 'prefill' else ''}", "tokens/s")
           for dt in ("float", "half") for k in ("prefill", "decode"))]
-COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "torchvulkan", "torch CPU", "numpy", "floor"]
+COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "torchvulkan", "torch CPU", "numpy", "floor", "llama.cpp Vulkan", "llama.cpp CPU"]
 # the rows scripts/bench_torch.py runs; the torch peers' python: --torch-python, else $TORCH_PYTHON, else this venv's when it exists
 TORCH_TASKS = ["gemm512", "gemm1024", "add16M", "conv2d", "cnn_train", "tf_train"]
 TORCH_VENV = os.path.expanduser("~/.cache/tinygrad_vk/torch-venv")
@@ -478,6 +482,12 @@ def main():
     results[col] = torch_column(torch_py, device, args.quick, 300 if args.quick else 1200) if torch_py else {}
     if torch_py: expected[col] = TORCH_TASKS
     else: absent[col] = TORCH_TASKS
+  # llama.cpp (ggml-vulkan and ggml's CPU backend) on the language-model rows, where llama-bench is installed (scripts/llama_cpp.py)
+  llama_cols, llm_keys = ("llama.cpp Vulkan", "llama.cpp CPU"), groups["llm"] if "llm" in tasks else []
+  lc = run_sub([os.path.join(HERE, "llama_cpp.py")] + q, {}, 2400) if llm_keys and shutil.which("llama-bench") else None
+  for col in llama_cols:
+    if lc is None: results[col], absent[col] = {}, llm_keys
+    else: results[col], expected[col] = lc.get(col, {"error": lc.get("error", "missing")}), llm_keys
   try: results["numpy"] = numpy_bench(args.quick)
   except Exception as e: results["numpy"] = err(e)
   floor = run_sub([os.path.join(HERE, "vkfloor.py")] + q, {}, 120)
@@ -519,7 +529,7 @@ def main():
   if notes: print("\nnotes:\n  " + "\n  ".join(notes))
 
   def ratio(a, b): return round(a["med"] / b["med"], 3) if a and b and "med" in a and "med" in b and b["med"] else None
-  V, G, C, W, TV, TC, N, F = (results[c] for c in COLS)
+  V, G, C, W, TV, TC, N, F, LV, LC = (results[c] for c in COLS)
   ratios = {
     "TinyJit per-kernel launch / raw batched dispatch floor": ratio(V.get("launch_jit"), F.get("launch_jit")),
     "TinyJit per-kernel, VULKAN_GRAPH=0 / raw batched floor": ratio(V.get("launch_jit_nograph"), F.get("launch_jit")),
@@ -546,8 +556,8 @@ def main():
     "add 16M past the range / by descriptor": ratio(V.get("add16M_past"), V.get("add16M")),
     "CNN train steps/s VULKAN / CPU": ratio(V.get("cnn_train"), C.get("cnn_train")),
     "transformer train steps/s VULKAN / CPU": ratio(V.get("tf_train"), C.get("tf_train")),
-    **{f"LLaMA 512x8 {k} {dt} tokens/s VULKAN / CPU": ratio(V.get(f"llm_{k}_{dt}"), C.get(f"llm_{k}_{dt}"))
-       for dt in ("float", "half") for k in ("prefill", "decode")},
+    **{f"LLaMA 512x8 {k} {dt} tokens/s VULKAN / {peer}": ratio(V.get(f"llm_{k}_{dt}"), col.get(f"llm_{k}_{dt}"))
+       for peer, col in (("CPU", C), ("llama.cpp Vulkan", LV), ("llama.cpp CPU", LC)) for dt in ("float", "half") for k in ("prefill", "decode")},
     **{f"{lbl} VULKAN / torchvulkan": ratio(V.get(k), TV.get(k)) for k, lbl in TORCH_LABELS.items()},
     **{f"{lbl} VULKAN / torch CPU": ratio(V.get(k), TC.get(k)) for k, lbl in TORCH_LABELS.items()},
     "cold compiler GLSL / SPIR-V (per kernel)": ratio(G.get("compile_compiler"), V.get("compile_compiler")),
