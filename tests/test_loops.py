@@ -10,6 +10,7 @@ from tinygrad.codegen import to_program
 from tinygrad.engine.realize import run_linear
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.helpers import Context, Target, prod
+from tinygrad_vk.renderer.passes.loops import loop_passes
 from util import data, kernel_programs, run_python, run_kernel, shows, glsl_compiler, renderer_with
 
 BUDGET = Device["VULKAN"].renderer.caps.maxloop
@@ -83,6 +84,21 @@ def test_noopt_and_matvec():
   a, v = data((5, 70001)), data(70001)
   with Context(NOOPT=1): np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-2)
   np.testing.assert_allclose((Tensor(a) @ Tensor(v)).numpy(), a.astype(np.float64) @ v, rtol=1e-4, atol=1e-2)
+
+def test_loops_side_by_side_bounded_without_linearizing(monkeypatch):
+  # two reductions beside each other in one kernel (as an FFN's gate and up projection): 2 x 3002 loop passes, under a budget of
+  # 10000 that counting each loop as nested in the other (18 million) would exceed. fit_budget takes the kernel as it is without
+  # linearizing it to find the nesting (passes/loops.py read_bound: a 51000-UOp prefill kernel of half in 16-bit words took 40 s)
+  import tinygrad_vk.renderer.passes.loops as L
+  calls, orig = [], L.linearize
+  monkeypatch.setattr(L, "linearize", lambda *a, **kw: calls.append(1) or orig(*a, **kw))
+  L._find_loops.cache_clear()
+  a, b = data((3, 3001)), data((3, 3001))
+  with Context(NOOPT=1):
+    [call] = [c for c in (Tensor(a).sum(1) + Tensor(b).max(1)).schedule_linear().src if c.src[0].op is Ops.SINK]
+    prg = to_program(call.src[0], renderer_with(maxloop=10000))
+    np.testing.assert_allclose((Tensor(a).sum(1) + Tensor(b).max(1)).numpy(), a.astype(np.float64).sum(1) + b.max(1), rtol=1e-4, atol=1e-3)
+  assert not calls and loop_passes(list(prg.src[1].src)) <= 10000
 
 @needs_budget
 def test_loops_nested_through_a_dependency():
