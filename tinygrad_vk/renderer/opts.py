@@ -30,13 +30,15 @@ def rows(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> 
   alone = k.copy()
   alone.ren = copy.copy(k.ren)
   alone.ren.has_shared, alone.ren.shared_max = False, 0
-  reduces = alone.axes_of(AxisType.REDUCE)
+  n = len(alone.axes_of(AxisType.REDUCE))
   try:
-    # tinygrad unrolls only the last reduction (after its upcasts, if they stay small): the others first
-    for ax in reduces[:-1]:
-      if alone.full_shape[ax] % UNROLL == 0: alone.apply_opt(Opt(OptOps.UNROLL, alone.unrollable_dims.index(ax), UNROLL))
+    # tinygrad unrolls only the last reduction (after its upcasts, if they stay small): the others first. Each stays a REDUCE axis,
+    # smaller, in its place, so the i-th is looked up again after each unroll
+    for i in range(n - 1):
+      if alone.full_shape[ax := alone.axes_of(AxisType.REDUCE)[i]] % UNROLL == 0:
+        alone.apply_opt(Opt(OptOps.UNROLL, alone.unrollable_dims.index(ax), UNROLL))
     mine = heuristic(alone)
-    if len(mine.axes_of(AxisType.UNROLL)) < len(reduces) and mine.full_shape[mine.unrollable_dims[-1]] % UNROLL == 0:
+    if len(mine.axes_of(AxisType.UNROLL)) < n and mine.unrollable_dims and mine.full_shape[mine.unrollable_dims[-1]] % UNROLL == 0:
       mine.apply_opt(Opt(OptOps.UNROLL, len(mine.unrollable_dims) - 1, UNROLL))
   except KernelOptError: return out
   mine.ren = k.ren
