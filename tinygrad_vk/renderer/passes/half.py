@@ -28,13 +28,13 @@ def h2f(bits:UOp) -> UOp:
   return ((b >> 10) & 0x1f).eq(0).where((b & 0x8000).ne(0).where(-den, den), f2f(bits, dtypes.half, dtypes.float))
 
 def f2h(v:UOp) -> UOp:
-  """half bits (uint16) of float v, rounded to nearest even."""
-  u = v.bitcast(dtypes.uint)
-  e, m = (u >> 23) & 0xff, (u & 0x7fffff) | 0x800000
-  s = (UOp.const(126, dtypes.uint) - e.minimum(UOp.const(112, dtypes.uint))).minimum(UOp.const(25, dtypes.uint))   # 14..25
-  q = m >> s
-  den = q + (((m >> (s - 1)) & 1) & ((m & ((UOp.const(1, dtypes.uint) << (s - 1)) - 1)).ne(0).cast(dtypes.uint) | (q & 1)))
-  return (e < 113).where(((u >> 16) & 0x8000) | den, f2f(u, dtypes.float, dtypes.half).cast(dtypes.uint)).cast(dtypes.ushort)
+  """half bits (uint16) of float v, rounded to nearest even (round_half), NaN quieted as a device converting it does."""
+  r = round_half(v).bitcast(dtypes.uint)
+  a = r & 0x7fffffff
+  # under 2^-14 a multiple of 2^-24: the mantissa is that multiple (clamped, so that a constant infinity folds to no cast of it)
+  den = (a.minimum(UOp.const(0x38800000, dtypes.uint)).bitcast(dtypes.float) * 2.0**24).cast(dtypes.uint)
+  top = (a > 0x7f800000).where(((a >> 13) & 0x3ff) | 0x7e00, UOp.const(0x7c00, dtypes.uint))   # the top of float's exponents: NaN, infinity
+  return (((r >> 16) & 0x8000) | (a < 0x38800000).where(den, (a < 0x7f800000).where((a >> 13) - 0x1c000, top))).cast(dtypes.ushort)
 
 def f2b(v:UOp) -> UOp:
   """bfloat16 bits (uint16) of float v: tinygrad's bit math (cstyle.py cast_float_to_bf16, what the renderers use with
@@ -43,10 +43,22 @@ def f2b(v:UOp) -> UOp:
   x = (-x & 0x7f800000).ne(0).where(x + ((x >> 16) & 1) + 0x7fff, (x & 0xffff).ne(0).where(x | 0x10000, x))
   return (x >> 16).cast(dtypes.ushort)
 
+def round_half(v:UOp) -> UOp:
+  """float v rounded to half, kept in float: what h2f(f2h(v)) gives, in float's own bits (a third of the ops: every half op
+  rounds, so a half kernel's size is mostly this). Nearest even at the 13 bits below half's mantissa, more under 2^-14 (its
+  denormals, 2^-24 apart), 0 or 2^-24 under 2^-24; from 65520 up infinity; NaN stays."""
+  u = v.bitcast(dtypes.uint)
+  a, sign, c = u & 0x7fffffff, u & 0x80000000, lambda n: UOp.const(n, dtypes.uint)
+  s = (c(126) - (a >> 23).minimum(c(113))).minimum(c(23))   # bits dropped: 13 down to 2^-14, one more each binade under it
+  ulp = c(1) << s
+  r = (u + ((ulp >> 1) - 1) + ((u >> s) & 1)) & (c(0) - ulp)
+  r = (a < 0x33800000).where(sign | (a > 0x33000000).where(c(0x33800000), c(0)), (a < 0x477ff000).where(r, sign | 0x7f800000))
+  return (a > 0x7f800000).where(u, r).bitcast(dtypes.float)
+
 # bfloat16 is float's upper half: widening is a shift
 def to_float(dt, bits:UOp) -> UOp: return h2f(bits) if dt == dtypes.half else (bits.cast(dtypes.uint) << 16).bitcast(dtypes.float)
 def from_float(dt, v:UOp) -> UOp: return f2h(v) if dt == dtypes.half else f2b(v)
-def rounded(dt, v:UOp) -> UOp: return to_float(dt, from_float(dt, v))   # float v rounded to dt, kept in float
+def rounded(dt, v:UOp) -> UOp: return round_half(v) if dt == dtypes.half else to_float(dt, f2b(v))   # float v rounded to dt, kept in float
 
 def _load(ctx, x:UOp) -> UOp|None:
   """A load of half or bfloat16 (n lanes): loads of 16-bit words converted to float; a gated one selects its alternative value in float
