@@ -3,7 +3,8 @@
 tinygrad finds DEV=FOO by importing `tinygrad.runtime.ops_foo`. The `tinygrad_vk.pth` start-up file calls `install()`, which puts
 a meta-path finder in front of the normal ones: it answers that module name with a shim re-exporting `VulkanDevice`, makes
 tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device, and makes tinygrad's optimizer heuristic ask the
-kernel's renderer first (one with `hand_coded_optimizations(k, heuristic)`: VULKAN's, renderer/opts.py). This module must stay
+kernel's renderer first (one with `hand_coded_optimizations(k, heuristic)`: VULKAN's, renderer/opts.py), and hands each kernel
+to its device as soon as it is compiled (one with `compiled(program)`: VULKAN's makes its pipeline then). This module must stay
 import-light: it runs in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
 """
 import sys, importlib.abc, importlib.machinery
@@ -41,8 +42,27 @@ def _renderer_heuristic(heuristic_module) -> None:
   hand_coded_optimizations.tinygrads = tinygrads   # type: ignore[attr-defined]
   heuristic_module.hand_coded_optimizations = hand_coded_optimizations
 
+class _ProgramsAsCompiled(dict):
+  """tinygrad's cache of compiled kernels (codegen's to_program_cache), which engine/realize.py's lower_and_compile fills as each
+  kernel of a schedule comes out of its compile workers, before it launches any: a kernel whose device has `compiled(program)`
+  (VULKAN's: its pipeline made and warmed) is handed over as it comes, so the driver's compile runs beside tinygrad's codegen of
+  the others, not after all of it."""
+  def __setitem__(self, key, prg):
+    super().__setitem__(key, prg)
+    from tinygrad.device import Device
+    from tinygrad.helpers import ALLOW_DEVICE_USAGE, BEAM, to_tuple
+    if not ALLOW_DEVICE_USAGE or BEAM: return   # a compile worker; BEAM times each candidate in its own runtime
+    for d in to_tuple(prg.device):
+      if (own := getattr(Device[d], "compiled", None)) is not None: own(prg)
+
+def _programs_as_compiled(realize_module) -> None:
+  codegen = sys.modules["tinygrad.codegen"]
+  if not isinstance(cache := realize_module.to_program_cache, _ProgramsAsCompiled) and cache is codegen.to_program_cache:
+    codegen.to_program_cache = realize_module.to_program_cache = _ProgramsAsCompiled(cache)   # type: ignore[attr-defined]
+
 # what to change in a tinygrad module once it is loaded
-_AFTER_LOAD = {"tinygrad.schedule.rangeify": _device_limits, "tinygrad.codegen.opt.heuristic": _renderer_heuristic}
+_AFTER_LOAD = {"tinygrad.schedule.rangeify": _device_limits, "tinygrad.codegen.opt.heuristic": _renderer_heuristic,
+               "tinygrad.engine.realize": _programs_as_compiled}
 
 class _OpsVulkanLoader(importlib.abc.Loader):
   def create_module(self, spec): return None

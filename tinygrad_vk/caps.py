@@ -54,6 +54,9 @@ FLAGS = {
   "coopmat": "tensor cores: tinygrad's WMMA as OpCooperativeMatrixMulAddKHR on the shapes VK_KHR_cooperative_matrix reports at subgroup "
              "scope, through workgroup memory (renderer/coopmat.py); on by default where probe.py measured it faster than FMAs "
              "(VULKAN_COOPMAT=1/0 forces it on/off, VULKAN_DISABLE=coopmat off)",
+  "early": "a kernel's pipeline made and warmed as soon as tinygrad has compiled it, before the rest of its schedule (a runtime path: "
+           "the driver's compile, at vkCreateComputePipelines or at the first dispatch, runs beside tinygrad's codegen of the other "
+           "kernels; tinygrad_vk/__init__.py, device.py `compiled`)",
   "share": "a kernel with more buffers than descriptors reaches the buffers of one memory block through one descriptor (a runtime path; "
            "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
@@ -66,8 +69,8 @@ def with_requirements(flags:set[str]) -> set[str]:
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile rows share reach vmm fullsg "
-                            "sgsize coopmat").split()}
+                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile rows share early reach vmm "
+                            "fullsg sgsize coopmat").split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -150,8 +153,8 @@ def disabled_flags(spec:str) -> set[str]:
 # measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
 # the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
 # docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "rows", "share", "denorm",
-                            "reach"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "rows", "share", "early",
+                            "denorm", "reach"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -255,7 +255,7 @@ class PhysicalDevice:
     """The feature flags this device has (caps.FLAGS), before VULKAN_DISABLE: each with what it requires (caps.REQUIRES)."""
     have = self.feature_flags() | {f"nan{w}" for w, ok in self.nan_preserve.items() if ok}
     # renderer paths any device has
-    out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "group", "share"}
+    out = {flag for flag in have if with_requirements({flag}) <= have} | {"vec", "spread", "hoist", "group", "share", "early"}
     if measure(self).denorm32: out.add("denorm")
     # tensor cores where the device has shapes for them, where measured faster than FMAs (probe.py COOP_KERNEL); VULKAN_COOPMAT=1/0
     # forces them on/off. Their pipelines get subgroupSize (program.py); where it varies (AMD's wave32/64) that needs size control
