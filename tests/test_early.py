@@ -48,3 +48,12 @@ def test_failed_early_pipeline_raises_and_loses_nothing(made, monkeypatch):
     out = program(*[Tensor(x) for x in xs]).numpy()
   np.testing.assert_allclose(out, program(*xs), rtol=1e-4)
   assert any(f.name == "lower_and_compile" for f in fails[0])   # it failed while compiling
+
+def test_kernel_compiled_outside_a_schedule_makes_no_pipeline(made):
+  # to_program called to look at a kernel (tests, tools) compiles it only: no pipeline for a kernel that may never launch, nor for one
+  # compiled for another renderer's capabilities
+  from tinygrad import Device
+  from tinygrad.codegen import to_program
+  ast = (Tensor(util.data((3, 71))).exp() * 2).schedule_linear().src[-1].src[0]
+  with Context(PARALLEL=0): prg = to_program(ast, Device["VULKAN"].renderer)
+  assert prg.src[-1].arg and made == []

@@ -44,21 +44,28 @@ def _renderer_heuristic(heuristic_module) -> None:
 
 class _ProgramsAsCompiled(dict):
   """tinygrad's cache of compiled kernels (codegen's to_program_cache), which engine/realize.py's lower_and_compile fills as each
-  kernel of a schedule comes out of its compile workers, before it launches any: a kernel whose device has `compiled(program)`
-  (VULKAN's: its pipeline made and warmed) is handed over as it comes, so the driver's compile runs beside tinygrad's codegen of
-  the others, not after all of it."""
+  kernel of a schedule comes out of its compile workers, before it launches any: there, a kernel whose device has
+  `compiled(program)` (VULKAN's: its pipeline made and warmed) is handed over as it comes, so the driver's compile runs beside
+  tinygrad's codegen of the others, not after all of it. A kernel compiled elsewhere (to_program called to look at one) is not."""
+  scheduled = 0   # lower_and_compile calls running
   def __setitem__(self, key, prg):
     super().__setitem__(key, prg)
     from tinygrad.device import Device
     from tinygrad.helpers import ALLOW_DEVICE_USAGE, BEAM, to_tuple
-    if not ALLOW_DEVICE_USAGE or BEAM: return   # a compile worker; BEAM times each candidate in its own runtime
+    if not self.scheduled or not ALLOW_DEVICE_USAGE or BEAM: return   # BEAM times each candidate in its own runtime
     for d in to_tuple(prg.device):
       if (own := getattr(Device[d], "compiled", None)) is not None: own(prg)
 
 def _programs_as_compiled(realize_module) -> None:
   codegen = sys.modules["tinygrad.codegen"]
-  if not isinstance(cache := realize_module.to_program_cache, _ProgramsAsCompiled) and cache is codegen.to_program_cache:
-    codegen.to_program_cache = realize_module.to_program_cache = _ProgramsAsCompiled(cache)   # type: ignore[attr-defined]
+  if isinstance(cache := realize_module.to_program_cache, _ProgramsAsCompiled) or cache is not codegen.to_program_cache: return
+  codegen.to_program_cache = realize_module.to_program_cache = mine = _ProgramsAsCompiled(cache)   # type: ignore[attr-defined]
+  lower = realize_module.lower_and_compile
+  def lower_and_compile(linear):
+    mine.scheduled += 1
+    try: return lower(linear)
+    finally: mine.scheduled -= 1
+  realize_module.lower_and_compile = lower_and_compile
 
 # what to change in a tinygrad module once it is loaded
 _AFTER_LOAD = {"tinygrad.schedule.rangeify": _device_limits, "tinygrad.codegen.opt.heuristic": _renderer_heuristic,

@@ -44,7 +44,7 @@ def f2b(v:UOp) -> UOp:
   return (x >> 16).cast(dtypes.ushort)
 
 def round_half(v:UOp) -> UOp:
-  """float v rounded to half, kept in float: what h2f(f2h(v)) gives, in float's own bits (a third of the ops: every half op
+  """float v rounded to half, kept in float: what h2f(f2h(v)) gives, in float's own bits (under half the ops: every half op
   rounds, so a half kernel's size is mostly this). Nearest even at the 13 bits below half's mantissa, more under 2^-14 (its
   denormals, 2^-24 apart), 0 or 2^-24 under 2^-24; from 65520 up infinity; NaN stays."""
   u = v.bitcast(dtypes.uint)
