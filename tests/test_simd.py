@@ -64,8 +64,8 @@ def test_workgroups_widened(n, plain):
     return x.assign(x * 0.75 + Tensor(b))
   if WIDE:
     caps = Device["VULKAN"].renderer.caps   # 256 invocations, or fewer where a profile's limits say so
-    joined = (min(256, caps.wgsize[0], caps.wginv), 1, 1)
-    assert local_sizes(step(), caps.flags - {"wide"}) == [plain] and local_sizes(step(), caps.flags) == [joined]
+    joined, flags = (min(256, caps.wgsize[0], caps.wginv), 1, 1), caps.flags - {"quads"}   # tinygrad's upcasts (renderer/opts.py)
+    assert local_sizes(step(), flags - {"wide"}) == [plain] and local_sizes(step(), flags) == [joined]
   np.testing.assert_allclose(step().numpy(), a.astype(np.float64) * 0.75 + b, rtol=1e-6, atol=1e-6)
 
 def test_workgroups_widened_across_the_grid():
@@ -91,7 +91,7 @@ def test_lanes_along_x(kind, shapes):
   a, b = data(shapes[0]), data(shapes[1])
   def f(): return Tensor(a) @ Tensor(b) if kind == "matmul" else Tensor(a).conv2d(Tensor(b), padding=1)
   if "lanex" in Device["VULKAN"].phys.flags() and shapes[0] != (2, 5, 19, 21):   # the last: nothing to swap, values only
-    flags = Device["VULKAN"].renderer.caps.flags
+    flags = Device["VULKAN"].renderer.caps.flags - {"quads"}   # tinygrad's upcasts, and so its local dims (renderer/opts.py)
     on, off = local_sizes(f(), flags), local_sizes(f(), flags - {"lanex"})
     two = [i for i, p in enumerate(off) if p[1] > 1]
     assert two and all(on[i] == (off[i][1], off[i][0], off[i][2]) for i in two), (on, off)

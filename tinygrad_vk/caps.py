@@ -42,6 +42,9 @@ FLAGS = {
           "tinygrad's tiles stop at 4x4 (llvmpipe, whose loads cost several FMAs; renderer/passes/tile.py)",
   "rows": "a reduction tinygrad would share among a workgroup's lanes (GROUP) runs whole on each lane, rows on the lanes and unrolled "
           "by 4, where enough workgroups stay (llvmpipe: a matrix-vector product without barriers and with float4 loads; renderer/opts.py)",
+  "quads": "the first upcast tinygrad makes along a broadcast is 4, not 3, and an elementwise kernel's lanes take 16 neighbours: "
+           "float4 reads, one gather each from an RGBA32 texel buffer, and each invocation's index math and broadcast loads shared "
+           "by more elements (llvmpipe; renderer/opts.py)",
   "denorm": "float32 denormals kept by arithmetic (measured by probe.py: no driver here reports shaderDenormPreserveFloat32; without it "
             "they may be flushed to zero)",
   "reach": "buffers past maxStorageBufferRange reached through windows and pieces of workgroups (abi.py REACH, SPLIT), not by address: "
@@ -61,7 +64,7 @@ FLAGS = {
            "off: each its own, the inputs past the descriptors gathered by copies; windows.py `place`)",
 }
 # what a flag needs besides its own feature (half: bitcasts between a half and its 16 bits need 16-bit integers)
-REQUIRES = {"texel4": ("texel", "vec"), "coopmat": ("vmm", "fullsg"), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",),
+REQUIRES = {"texel4": ("texel", "vec"), "quads": ("texel4",), "coopmat": ("vmm", "fullsg"), "f16": ("s16", "i16"), "i16": ("s16",), "i8": ("s8",),
             "nan16": ("f16",), "nan64": ("f64",)}
 def with_requirements(flags:set[str]) -> set[str]:
   out = set(flags)
@@ -69,8 +72,8 @@ def with_requirements(flags:set[str]) -> set[str]:
   return out
 # VULKAN_DISABLE=<name,...> turns these off; each also takes the flags that require it
 DISABLE_GROUPS = {n: {"nan16", "nan32", "nan64"} if n == "nan" else {f for f in FLAGS if n in with_requirements({f})}
-                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile rows share early reach vmm "
-                            "fullsg sgsize coopmat").split()}
+                  for n in ("f16 i16 s16 i8 s8 i64 f64 nan bda vec spread hoist group fillx wide lanex texel texel4 tile rows quads share early "
+                            "reach vmm fullsg sgsize coopmat").split()}
 
 # workgroups along x: the runtime splits a launch past maxComputeWorkGroupCount[0] into dispatches (abi.py XBASE), so only tinygrad's
 # int32 indexing bounds it
@@ -153,8 +156,8 @@ def disabled_flags(spec:str) -> set[str]:
 # measured (what the driver really does). A profile's `vk` also lowers the API version the instance and device are created with, so
 # the validation layer checks that version's rules. Every value is the device class's own, from the public source named in
 # docs/capabilities.md ("Profiles"); a limit the source does not give is left at the device's. Flags follow REQUIRES.
-RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "rows", "share", "early",
-                            "denorm", "reach"})
+RENDERER_PATHS = frozenset({"vec", "spread", "hoist", "group", "fillx", "wide", "lanex", "texel", "texel4", "tile", "rows", "quads", "share",
+                            "early", "denorm", "reach"})
 _VK11_MIN = dict(vk=11, align=256, wgsize=(128, 128, 64), wginv=128, smem=16384, pc=128, bufs=4, range=1 << 27, allocs=4096)
 PROFILES: dict[str, tuple[frozenset[str], dict]] = {
   # the poorest conformant Vulkan 1.1 compute device: no optional feature, the required limits of the Vulkan 1.1 specification

@@ -278,6 +278,8 @@ class PhysicalDevice:
       for fmt, flag in ((vk.VK_FORMAT_R32_UINT, "texel"), (vk.VK_FORMAT_R32G32B32A32_UINT, "texel4")):
         lib.vkGetPhysicalDeviceFormatProperties(self.handle, fmt, fp := ffi.new("VkFormatProperties*"))
         if fp.bufferFeatures & vk.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT and with_requirements({flag}) - {flag} <= out: out.add(flag)
+      # a float4 from an RGBA32 texel buffer costs a gather, as one float does: lanes read in float4s (renderer/opts.py quads)
+      if "texel4" in out: out.add("quads")
     return out
   def real_caps(self) -> Caps:
     """What the device can do, before VULKAN_PROFILE and VULKAN_DISABLE."""

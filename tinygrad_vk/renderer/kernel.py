@@ -23,7 +23,7 @@ from tinygrad_vk.renderer.passes.loops import check_loop_budget
 from tinygrad_vk.renderer.passes.packing import packed_dtypes, var_in_words, LONGS
 from tinygrad_vk.renderer.passes.sin32 import sin32_matcher
 from tinygrad_vk.renderer.coopmat import tensor_cores, Wmma
-from tinygrad_vk.renderer.opts import rows
+from tinygrad_vk.renderer.opts import with_opts
 
 # every dtype a renderer may declare (bfloat16 lives in 16-bit words, its math runs in float)
 DTYPES = (dtypes.bool, dtypes.char, dtypes.uchar, dtypes.short, dtypes.ushort, dtypes.int, dtypes.uint, dtypes.long, dtypes.ulong,
@@ -106,7 +106,7 @@ class VulkanRenderer(Renderer):
   def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
   def hand_coded_optimizations(self, k:Scheduler, heuristic:Callable[[Scheduler], Scheduler]) -> Scheduler:
     """tinygrad's heuristic (through the start-up hook, tinygrad_vk/__init__.py), changed where opts.py knows better."""
-    return rows(k, heuristic, self.caps) if "rows" in self.caps else heuristic(k)
+    return with_opts(heuristic, self.caps)(k)
   def kernel_plan(self, uops:list[UOp]) -> KernelPlan:
     check_kernel(self.caps, uops, kernel_name(uops))
     return plan_kernel(self.caps, uops)

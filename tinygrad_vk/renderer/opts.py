@@ -1,4 +1,4 @@
-"""The optimizations tinygrad's heuristic picks for a kernel, changed where the device runs another choice better (flag "rows").
+"""The optimizations tinygrad's heuristic picks for a kernel, changed where the device runs another choice better (flags "rows", "quads").
 
 tinygrad's optimizer has no hook for a backend's choices: the start-up hook (tinygrad_vk/__init__.py) makes its
 `hand_coded_optimizations` ask the renderer first, and `VulkanRenderer.hand_coded_optimizations` comes here.
@@ -11,15 +11,23 @@ memory keeps enough workgroups for the driver's threads, tinygrad's own heuristi
 memory: rows on the lanes, upcast where it would), with every reduction unrolled by 4: float4 loads along each row. LLaMA 512 wide,
 float decode on Mesa 22.3: the FFN's up projection 1.50 -> 0.44 ms, a step's kernels 42.8 -> 17.5 ms. Only with the "rows" flag
 (llvmpipe; VULKAN_DISABLE=rows); BEAM searches on its own.
+
+`quads`: tinygrad upcasts an axis along which some input is broadcast by 3 rather than 4 where both divide it (it tries 3 first),
+and leaves an elementwise kernel's lanes 3 or 4 elements each. On llvmpipe a lane's float4 from an RGBA32 texel buffer is one
+gather, as one float is (flag texel4), and each invocation pays its index math and its broadcast loads again: the first such upcast
+is 4, and a large elementwise kernel's lanes take 16 neighbours (4 float4s). BERT tiny's Adam/LAMB update of its 30522x128
+embedding (3 inputs, 2 broadcast scalars), Mesa 22.3: E_40696_32_3 9.0-10.7 ms -> E_15261_16_16 4.0-4.2 ms, as BEAM finds;
+GEMM 768, which tinygrad upcast 3x3: 28.1 -> 49.1 GFLOP/s.
 """
 from __future__ import annotations
-import copy
+import copy, functools
 from typing import Callable
 from tinygrad.codegen.opt import Opt, OptOps, KernelOptError
 from tinygrad.codegen.opt.postrange import Scheduler
 from tinygrad.uop.ops import AxisType
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
+from tinygrad_vk.renderer.passes.simd import WIDE
 
 UNROLL = 4   # a row's elements a loop pass reads: one float4
 
@@ -44,3 +52,26 @@ def rows(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> 
   mine.ren = k.ren
   # workgroups enough for the driver's threads (as widen keeps, passes/simd.py)
   return mine if prod(mine.full_shape[a] for a in mine.axes_of(AxisType.GLOBAL)) >= 4 * max(caps.threads, 1) else out
+
+QUAD = 4     # a float4
+LANE = 16    # an elementwise kernel's neighbours a lane takes: 4 float4s
+LANE_MIN_WORK = 1 << 20   # elements: a smaller kernel's 4x longer code would cost more compile time at its first launch than it wins
+
+def quads(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> Scheduler:
+  if not all(isinstance(s, int) for s in k.full_shape): return heuristic(k)
+  if not k.axes_of(AxisType.REDUCE) and k.upcastable_dims and k.full_shape[ax := k.upcastable_dims[-1]] % LANE == 0 and \
+     prod(k.full_shape) >= max(LANE_MIN_WORK, LANE * WIDE * 4 * max(caps.threads, 1)):   # 4 workgroups of WIDE a driver thread stay
+    # the output's last axis, along which it is stored: tinygrad's own pick where it upcasts nothing else
+    (pre := k.copy()).apply_opt(Opt(OptOps.UPCAST, ax, LANE))
+    return heuristic(pre)
+  out = heuristic(k)
+  if len(out.applied_opts) <= (i := len(k.applied_opts)) or (o := out.applied_opts[i]) != Opt(OptOps.UPCAST, o.axis, 3) or \
+     k.full_shape[o.axis] % QUAD: return out
+  try: (pre := k.copy()).apply_opt(Opt(OptOps.UPCAST, o.axis, QUAD))
+  except KernelOptError: return out
+  return heuristic(pre)
+
+def with_opts(heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> Callable[[Scheduler], Scheduler]:
+  """tinygrad's heuristic with this device's choices."""
+  if "quads" in caps: heuristic = functools.partial(quads, heuristic=heuristic, caps=caps)
+  return functools.partial(rows, heuristic=heuristic, caps=caps) if "rows" in caps else heuristic
