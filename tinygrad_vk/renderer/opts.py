@@ -27,9 +27,9 @@ from tinygrad.codegen.opt.postrange import Scheduler
 from tinygrad.uop.ops import AxisType
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.passes.simd import WIDE
+from tinygrad_vk.renderer.passes.simd import WIDE, enough_groups
 
-UNROLL = 4   # a row's elements a loop pass reads: one float4
+FLOAT4 = 4   # a row's elements a rows loop pass reads; the upcast quads takes instead of 3
 
 def rows(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> Scheduler:
   out = heuristic(k)
@@ -43,31 +43,31 @@ def rows(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> 
     # tinygrad unrolls only the last reduction (after its upcasts, if they stay small): the others first. Each stays a REDUCE axis,
     # smaller, in its place, so the i-th is looked up again after each unroll
     for i in range(n - 1):
-      if alone.full_shape[ax := alone.axes_of(AxisType.REDUCE)[i]] % UNROLL == 0:
-        alone.apply_opt(Opt(OptOps.UNROLL, alone.unrollable_dims.index(ax), UNROLL))
+      if alone.full_shape[ax := alone.axes_of(AxisType.REDUCE)[i]] % FLOAT4 == 0:
+        alone.apply_opt(Opt(OptOps.UNROLL, alone.unrollable_dims.index(ax), FLOAT4))
     mine = heuristic(alone)
-    if len(mine.axes_of(AxisType.UNROLL)) < n and mine.unrollable_dims and mine.full_shape[mine.unrollable_dims[-1]] % UNROLL == 0:
-      mine.apply_opt(Opt(OptOps.UNROLL, len(mine.unrollable_dims) - 1, UNROLL))
+    if len(mine.axes_of(AxisType.UNROLL)) < n and mine.unrollable_dims and mine.full_shape[mine.unrollable_dims[-1]] % FLOAT4 == 0:
+      mine.apply_opt(Opt(OptOps.UNROLL, len(mine.unrollable_dims) - 1, FLOAT4))
   except KernelOptError: return out
   mine.ren = k.ren
   # workgroups enough for the driver's threads (as widen keeps, passes/simd.py)
-  return mine if prod(mine.full_shape[a] for a in mine.axes_of(AxisType.GLOBAL)) >= 4 * max(caps.threads, 1) else out
+  return mine if prod(mine.full_shape[a] for a in mine.axes_of(AxisType.GLOBAL)) >= enough_groups(caps) else out
 
-QUAD = 4     # a float4
 LANE = 16    # an elementwise kernel's neighbours a lane takes: 4 float4s
 LANE_MIN_WORK = 1 << 20   # elements: a smaller kernel's 4x longer code would cost more compile time at its first launch than it wins
 
 def quads(k:Scheduler, heuristic:Callable[[Scheduler], Scheduler], caps:Caps) -> Scheduler:
+  """tinygrad's heuristic on k with a first upcast of FLOAT4 where it would take 3, or LANE on a large elementwise kernel."""
   if not all(isinstance(s, int) for s in k.full_shape): return heuristic(k)
   if not k.axes_of(AxisType.REDUCE) and k.upcastable_dims and k.full_shape[ax := k.upcastable_dims[-1]] % LANE == 0 and \
-     prod(k.full_shape) >= max(LANE_MIN_WORK, LANE * WIDE * 4 * max(caps.threads, 1)):   # 4 workgroups of WIDE a driver thread stay
+     prod(k.full_shape) >= max(LANE_MIN_WORK, LANE * WIDE * enough_groups(caps)):   # those workgroups stay
     # the output's last axis, along which it is stored: tinygrad's own pick where it upcasts nothing else
     (pre := k.copy()).apply_opt(Opt(OptOps.UPCAST, ax, LANE))
     return heuristic(pre)
   out = heuristic(k)
   if len(out.applied_opts) <= (i := len(k.applied_opts)) or (o := out.applied_opts[i]) != Opt(OptOps.UPCAST, o.axis, 3) or \
-     k.full_shape[o.axis] % QUAD: return out
-  try: (pre := k.copy()).apply_opt(Opt(OptOps.UPCAST, o.axis, QUAD))
+     k.full_shape[o.axis] % FLOAT4: return out
+  try: (pre := k.copy()).apply_opt(Opt(OptOps.UPCAST, o.axis, FLOAT4))
   except KernelOptError: return out
   return heuristic(pre)
 

@@ -109,6 +109,7 @@ def fill_x(sink:UOp, caps:Caps) -> UOp|None:
   return _join(sink, loc, sizes, g, G, f)
 
 WIDE = 256   # invocations a workgroup: a zero fill as E_40696_32_3 ran 4.6 ms at 32, 3.2 at 64, 3.0 at 128, 2.8 at 256
+def enough_groups(caps:Caps) -> int: return 4 * max(caps.threads, 1)   # workgroups a kernel keeps for the driver's threads
 ROUND_MIN = 1 << 16   # invocations a kernel needs before its workgroups are rounded up (~2 us of tasks to win below)
 def widen(sink:UOp, caps:Caps) -> UOp|None:
   topo = sink.toposort()
@@ -117,7 +118,7 @@ def widen(sink:UOp, caps:Caps) -> UOp|None:
   L, top = prod(sizes), min(WIDE, caps.wgsize[0], caps.wginv)
   # a vector's lanes stay where they were only when x is whole vectors (or all of the workgroup: fill_x ran first)
   if not G or L * 2 > top or (sizes[0] % MIN_LANES and L != sizes[0]) or not _independent(topo): return None
-  most = min(top // L, G // (4 * max(caps.threads, 1)))   # joined at most: within the aim, workgroups enough for the driver's threads
+  most = min(top // L, G // enough_groups(caps))   # joined at most: within the aim, workgroups enough for the driver's threads
   f = max((f for f in range(2, most + 1) if G % f == 0), default=1)
   if L * f < MIN_LANES: f = next((f for f in range(2, top // L + 1) if G % f == 0 and L * f >= MIN_LANES), f)   # whole vectors first
   # no divisor within half of the aim: the count rounded up, in a kernel big enough to pay for the gates (a small one keeps its
