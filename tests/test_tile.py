@@ -12,11 +12,14 @@ from tinygrad.codegen import to_program
 LLVMPIPE = "tile" in Device["VULKAN"].phys.flags()   # the driver has the path, whatever VULKAN_DISABLE says
 def data(shape, lo=-2.0, hi=2.0) -> np.ndarray: return util.data(shape, lo=lo, hi=hi)
 
-def groups(t:Tensor, flags) -> list[int]:
-  """Workgroups of each kernel realizing t would run, rendered with these flags."""
+def programs(t:Tensor, flags) -> list:
+  """The programs of the kernels realizing t, rendered with these flags."""
   ren = Device["VULKAN"].renderer
   r = type(ren)(replace(ren.target, arch=replace(ren.caps, flags=flags).encode()))
-  return [int(np.prod(to_program(c.src[0], r).arg.global_size)) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+  return [to_program(c.src[0], r) for c in t.linear_with_vars()[0].src if c.src[0].op is Ops.SINK]
+def groups(t:Tensor, flags) -> list[int]:
+  """Workgroups of each kernel realizing t would run, rendered with these flags."""
+  return [int(np.prod(p.arg.global_size)) for p in programs(t, flags)]
 
 # (m, k, n, whether the pass doubles it): 37 x 23 has no even launch dim to double along; 40 x 301 x 128 is under TILE_MIN_WORK
 # accumulator updates, which its first launch would pay for in compile time (it was doubled twice before that bound)
@@ -35,6 +38,29 @@ def test_matmul_tile_structure(m, k, n, even):
   # a doubling keeps at least two workgroups per llvmpipe thread (tile.py): a launch of fewer stays as it is
   if even and plain[-1] >= 4 * max(caps.threads, 1): assert tiled[-1] < plain[-1], (tiled, plain)
   else: assert tiled == plain, (tiled, plain)
+
+def gelu(x:np.ndarray) -> np.ndarray:   # tinygrad's: the tanh approximation
+  x = x.astype(np.float64)
+  return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+def uops(t:Tensor, flags) -> int:
+  """UOps of the last kernel realizing t, rendered with these flags."""
+  return len(next(s for s in programs(t, flags)[-1].src if s.op is Ops.LINEAR).src)
+
+# (epilogue fused after a 200 x 256 @ 256 x 512 matmul, its numpy reference, whether it outweighs the loop body): BERT's FFN fuses
+# GELU (~40 UOps an output) after its matmul; doubled with it, it took lavapipe 389 ms to compile against 159 ms once in a loop
+# over the copies (tile.py). A ReLU is small next to the loop body: it is doubled with it
+EPILOGUES = [(Tensor.gelu, gelu, True), (Tensor.relu, lambda x: np.maximum(x, 0), False)]
+
+@pytest.mark.parametrize("epilogue,ref,heavy", EPILOGUES)
+def test_matmul_epilogue(epilogue, ref, heavy):
+  a, b = data((200, 256)), data((256, 512))
+  np.testing.assert_allclose(epilogue(Tensor(a) @ Tensor(b)).numpy(), ref(a.astype(np.float64) @ b), rtol=1e-4, atol=2e-4)
+  if not LLVMPIPE: return
+  caps, out = Device["VULKAN"].renderer.caps, lambda: epilogue(Tensor(a) @ Tensor(b))
+  assert groups(out(), caps.flags)[-1] < groups(out(), caps.flags - {"tile"})[-1]   # doubled either way
+  # the heavy epilogue once: the kernel grows by its loop body (1.75x its UOps untiled), where doubled with it the kernel was 3.6x
+  if heavy: assert uops(out(), caps.flags) < 2 * uops(out(), caps.flags - {"tile"}), (uops(out(), caps.flags), uops(out(), caps.flags - {"tile"}))
 
 def test_reductions_keep_their_values():
   # a batched matmul, a conv (padded: gated loads inside the loops), a max and a sum along an axis: coarsened or not, every element

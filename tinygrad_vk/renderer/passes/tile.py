@@ -5,16 +5,18 @@ load costs a SIMD vector several FMAs, so a matmul is bound by its loads per out
 "register tiles"). `tile` (last of SINK_PASSES) makes an invocation (gidx_d = 2x + c) do the work of two, c = 0 and
 1, in one body: loads that do not depend on gidx_d become one (the graph is hash-consed), each copy has its own REG accumulators
 and both share each loop (one END). It doubles along the launch dim whose loads the copies share most, while the accumulators fit
-TILE_REGS and enough workgroups stay for the driver's threads, in kernels of TILE_MIN_WORK accumulator updates or more. Only with
+TILE_REGS and enough workgroups stay for the driver's threads, in kernels of TILE_MIN_WORK accumulator updates or more. The code after
+the loops that uses the accumulators (an epilogue fused in, a GELU of each output) would be doubled too, for no fewer loads: where it
+outweighs the loop bodies it runs once, in a loop over the copies, each copy's accumulators picked by the loop index. Only with
 the "tile" flag (VULKAN_DISABLE=tile); kernels with shared memory or barriers are left alone: their workgroups share memory by gidx.
 """
 from __future__ import annotations
 from dataclasses import replace
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import Ops, UOp, AxisType
 from tinygrad.dtype import AddrSpace, dtypes
 from tinygrad.helpers import prod
 from tinygrad_vk.caps import Caps
-from tinygrad_vk.renderer.passes.loops import iconst, special, passes_bound
+from tinygrad_vk.renderer.passes.loops import iconst, special, passes_bound, next_axis
 
 # accumulator elements per invocation at most (an 8x8 tile): tinygrad's eager launch walks the whole program's UOps on every call
 # (lower_and_compile's substitute), so a bigger kernel costs each call more host time
@@ -48,7 +50,37 @@ def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
       # tinygrad cannot size (a matmul fused with a pad: copy 1 of the rows past the padding read nothing)
       elif u.op is Ops.LOAD and len(u.src) == 3 and not new[c][u.src[2]].vmax: new[c][u] = new[c][u.src[1]]
       else: new[c][u] = u.replace(src=tuple(new[c][s] for s in u.src))
-  return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[c][s] for c in (0, 1) for s in sink.src)),))
+  stores = _flat(sink.src)
+  after, outer = _epilogue(topo, regs, dep)
+  if not after: return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, _flat(new[c][s] for c in (0, 1) for s in stores)),))
+  # the epilogue once, in a loop over the copies: copy c's accumulators picked by c, its launch index 2x + c
+  c = UOp.range(iconst(2), next_axis(topo), AxisType.LOOP, dtype=dtypes.int)
+  first = c.alu(Ops.CMPLT, iconst(1))
+  epi: dict[UOp, UOp] = {}
+  for u in topo:
+    if u is sink: break
+    if u in after and u.op is Ops.LOAD and not any(s in after for s in u.src): epi[u] = first.where(new[0][u], new[1][u])
+    elif u is g: epi[u] = half * iconst(2) + c
+    elif u in after or (dep[u] and u not in fresh and u.ranges.keys() <= outer): epi[u] = u.replace(src=tuple(epi.get(s, s) for s in u.src))
+  copied = _flat(new[k][s] for k in (0, 1) for s in stores if s not in after)
+  return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, (*copied, UOp(Ops.GROUP, dtypes.void, tuple(epi[s] for s in stores if s in after)).end(c))),))
+
+def _epilogue(topo:list[UOp], regs:list[UOp], dep:dict[UOp, bool]) -> tuple[set[UOp], set[UOp]]:
+  """What a kernel computes from its accumulators' final values (their loads after the loops, and all that uses them), and the loops
+  it is in (an earlier doubling's), where the code after the reduction loops outweighs their bodies and writes no accumulator (a
+  second reduction over the first's result): else nothing."""
+  after: set[UOp] = set()
+  for u in topo:
+    if u.op is Ops.SINK: break
+    if (u.op is Ops.LOAD and not u.ranges and u.src[0].op is Ops.INDEX and u.src[0].src[0].buf_uop in regs) or any(s in after for s in u.src):
+      after.add(u)
+  if not after or any(u.op is Ops.STORE and u.src[0].addrspace == AddrSpace.REG for u in after): return set(), set()
+  outer = {r for u in after for r in u.ranges}
+  # the loop bodies, and what they read (index math before them): doubled in any case
+  loops = {u for u in topo if not u.ranges.keys() <= outer}
+  for u in reversed(topo):
+    if u in loops: loops.update(u.src)
+  return (after, outer) if sum(1 for u in topo if (u in after or dep[u]) and u not in loops) > len(loops) else (set(), set())
 
 def tile(sink:UOp, caps:Caps) -> UOp|None:
   topo = list(sink.toposort())
