@@ -18,7 +18,8 @@ from tinygrad_vk.renderer.passes.tile import tile
 # each with the flag that turns it on (None: always), and why it stands where it does:
 #   half, packing: types first, so that the later passes see the loads, stores and registers the renderers will write;
 #   hoist, group: before the loop budget, since a reduction computed once per workgroup or shared by its lanes makes fewer passes;
-#   the loop budget (no later pass adds loop passes); lanex, fillx, tile: llvmpipe's speed paths, on the kernel's final loops
+#   the loop budget (tile's epilogue loop, the only later pass that adds passes, adds a few: the budget is checked again as all
+#   passes rerun on its kernel); lanex, fillx, tile: llvmpipe's speed paths, on the kernel's final loops
 #   (lanex before fillx: which dim runs along x is chosen first, then a narrow x is filled with the others, x still fastest);
 #   wide last: it joins whole workgroups of the kernel tile has shaped (tile counts workgroups to keep the threads busy).
 SINK_PASSES: tuple[tuple[str|None, Callable[[UOp, Caps], UOp|None]], ...] = (
