@@ -59,12 +59,15 @@ def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   epi: dict[UOp, UOp] = {}
   for u in topo:
     if u is sink: break
-    if u in after and u.op is Ops.LOAD and not any(s in after for s in u.src): epi[u] = first.where(new[0][u], new[1][u])
+    if _final(u, regs): epi[u] = first.where(new[0][u], new[1][u])
     elif u is g: epi[u] = half * iconst(2) + c
     elif u in after or (dep[u] and u not in fresh and u.ranges.keys() <= outer): epi[u] = u.replace(src=tuple(epi.get(s, s) for s in u.src))
   copied = _flat(new[k][s] for k in (0, 1) for s in stores if s not in after)
   return sink.replace(src=(UOp(Ops.GROUP, dtypes.void, (*copied, UOp(Ops.GROUP, dtypes.void, tuple(epi[s] for s in stores if s in after)).end(c))),))
 
+def _final(u:UOp, regs:list[UOp]) -> bool:
+  """u reads an accumulator's final value: a load of a REG buffer outside every loop."""
+  return u.op is Ops.LOAD and not u.ranges and u.src[0].op is Ops.INDEX and u.src[0].src[0].buf_uop in regs
 def _epilogue(topo:list[UOp], regs:list[UOp], dep:dict[UOp, bool]) -> tuple[set[UOp], set[UOp]]:
   """What a kernel computes from its accumulators' final values (their loads after the loops, and all that uses them), and the loops
   it is in (an earlier doubling's), where the code after the reduction loops outweighs their bodies and writes no accumulator (a
@@ -72,8 +75,7 @@ def _epilogue(topo:list[UOp], regs:list[UOp], dep:dict[UOp, bool]) -> tuple[set[
   after: set[UOp] = set()
   for u in topo:
     if u.op is Ops.SINK: break
-    if (u.op is Ops.LOAD and not u.ranges and u.src[0].op is Ops.INDEX and u.src[0].src[0].buf_uop in regs) or any(s in after for s in u.src):
-      after.add(u)
+    if _final(u, regs) or any(s in after for s in u.src): after.add(u)
   if not after or any(u.op is Ops.STORE and u.src[0].addrspace == AddrSpace.REG for u in after): return set(), set()
   outer = {r for u in after for r in u.ranges}
   # the loop bodies, and what they read (index math before them): doubled in any case
