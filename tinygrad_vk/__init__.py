@@ -4,7 +4,8 @@ tinygrad finds DEV=FOO by importing `tinygrad.runtime.ops_foo`. The `tinygrad_vk
 a meta-path finder in front of the normal ones: it answers that module name with a shim re-exporting `VulkanDevice`, makes
 tinygrad's scheduler read VULKAN's per-kernel buffer limit from the device, and makes tinygrad's optimizer heuristic ask the
 kernel's renderer first (one with `hand_coded_optimizations(k, heuristic)`: VULKAN's, renderer/opts.py), and hands each kernel
-to its device as soon as it is compiled (one with `compiled(program)`: VULKAN's makes its pipeline then). This module must stay
+to its device as soon as it is compiled (one with `compiled(program)`: VULKAN's makes its pipeline then), and counts the TinyJit
+calls running (VULKAN's renderer tiles less outside them). This module must stay
 import-light: it runs in every interpreter of the environment, so nothing here imports tinygrad or vulkan when it loads.
 """
 import sys, importlib.abc, importlib.machinery
@@ -67,9 +68,23 @@ def _programs_as_compiled(realize_module) -> None:
     finally: mine.scheduled -= 1
   realize_module.lower_and_compile = lower_and_compile
 
+jit_calls = 0   # TinyJit calls running now
+
+def _count_jit_calls(jit_module) -> None:
+  """tinygrad's TinyJit calls counted while they run (jit_calls): a kernel compiled inside one is replayed by the JIT's graph, one
+  compiled outside is launched eagerly, and tinygrad has no flag that says which (device.py `arch` passes it to the renderer)."""
+  if hasattr(call := jit_module._TinyJit.__call__, "counted"): return
+  def __call__(self, *args, **kwargs):
+    global jit_calls
+    jit_calls += 1
+    try: return call(self, *args, **kwargs)
+    finally: jit_calls -= 1
+  __call__.counted = True   # type: ignore[attr-defined]
+  jit_module._TinyJit.__call__ = __call__
+
 # what to change in a tinygrad module once it is loaded
 _AFTER_LOAD = {"tinygrad.schedule.rangeify": _device_limits, "tinygrad.codegen.opt.heuristic": _renderer_heuristic,
-               "tinygrad.engine.realize": _programs_as_compiled}
+               "tinygrad.engine.realize": _programs_as_compiled, "tinygrad.engine.jit": _count_jit_calls}
 
 class _OpsVulkanLoader(importlib.abc.Loader):
   def create_module(self, spec): return None

@@ -99,6 +99,9 @@ class Caps:
   texels: int = 0                             # maxTexelBufferElements (the "texel" path's bound on a texel buffer)
   sg: int = 0                                 # subgroupSize: the threads of a tensor core (flag coopmat)
   coop: tuple[int, ...] = ()                  # cooperative matrix shapes, M,N,K,A/B type,C type each (VkComponentTypeKHR; flag coopmat)
+  # not the device's: 1 where tinygrad compiles inside a TinyJit call, whose graph replays what it compiles (device.py `arch`;
+  # renderer/passes/tile.py TILE_MIN_WORK)
+  jit: int = 0
   def __contains__(self, flag:str) -> bool: return flag in self.flags
   def meet(self, other:Caps) -> Caps:
     """What both devices can do. tinygrad compiles a kernel that spans devices (a sharded tensor's) once, for the first of them, and
@@ -110,7 +113,7 @@ class Caps:
   def encode(self) -> str:
     def enc(v): return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     return ",".join(sorted(self.flags) + [f"{f.name}={enc(getattr(self, f.name))}" for f in fields(self) if f.name != "flags" and
-                                          (f.name != "coop" or self.coop)])
+                                          (f.name not in ("coop", "jit") or getattr(self, f.name))])
   @staticmethod
   def decode(arch:str) -> Caps:   # unknown keys are ignored, missing ones take the defaults
     toks, names = [t.split("=", 1) for t in arch.split(",") if t], {f.name for f in fields(Caps)}

@@ -1,6 +1,7 @@
 """VulkanDevice: one logical device and its compute queue, behind tinygrad's `Compiled`."""
 from __future__ import annotations
 import decimal, functools, os, re, time
+import tinygrad_vk
 from tinygrad.device import Compiled, ProfileDeviceEvent
 from tinygrad.helpers import PROFILE
 from tinygrad.renderer import Renderer
@@ -46,6 +47,14 @@ class VulkanDevice(Compiled):
     self.gathered = 0   # inputs a windowed kernel copied into a scratch window (windows.py `place`)
     if PROFILE: Compiled.profile_events.append(ProfileDeviceEvent(device, self.clock_offset(), {"name": phys.name, "driver": phys.driver}))
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
+  @property
+  def arch(self) -> str:
+    """The renderer's Target.arch: the device's caps, with `jit=1` while a TinyJit call runs (tinygrad_vk/__init__.py counts them):
+    its graph replays what is compiled there without tinygrad's eager launch, whose host time grows with a kernel's UOps, so bigger
+    code pays back there (renderer/passes/tile.py TILE_MIN_WORK). A distinct Target, so a renderer and a compiled-kernel cache of its own."""
+    return self._arch + (",jit=1" if tinygrad_vk.jit_calls else "")
+  @arch.setter
+  def arch(self, arch:str): self._arch = arch
   def compiled(self, prg):
     """A kernel tinygrad has just compiled, before the rest of its schedule (tinygrad_vk/__init__.py): with flag `early` its
     pipeline is made and its warm-up submitted now, so a driver that compiles at the first dispatch (lavapipe, on its queue's

@@ -25,8 +25,12 @@ MAX_UOPS = 6000      # a kernel this big is not doubled again: compile time grow
 # a kernel of fewer accumulator updates than this (bound: invocations x loop passes x accumulators) is not doubled: its first launch would
 # pay more (tinygrad's linearizer and the driver's compile on a kernel up to 4x the size) than a training run wins back. BERT tiny on
 # lavapipe 22.3, cold: first step 20.5 -> 17.6 s, steady step 0.256 -> 0.246 s (noise); at 1 << 24 the small attention matmuls
-# lose their tiles and the steady step gets 10% slower (scripts/train_timing.py)
-TILE_MIN_WORK = 1 << 22
+# lose their tiles and the steady step gets 10% slower (scripts/train_timing.py). That holds where a TinyJit graph replays the kernel
+# (Caps.jit). Launched eagerly, a kernel costs tinygrad host time at every launch in proportion to its UOps (lower_and_compile
+# substitutes each call's program) and is launched a few times: LLaMA's 64-token prefill (512 wide, 8 layers; matmuls of 2^22 to
+# 2^23.4 updates) ran 683-775 ms warm tiled, 561-633 untiled (its kernels 242 against 283 ms), and its cold first prefill took
+# 3.95-4.01 s against 3.02-3.03 (paired; tinygrad CPU 3.0). GEMM 512 (2^25) still wins tiled eagerly (21.1 -> 24.4 GFLOP/s)
+TILE_MIN_WORK = {0: 1 << 25, 1: 1 << 22}   # by Caps.jit
 def _flat(srcs) -> tuple[UOp, ...]: return tuple(dict.fromkeys(x for s in srcs for x in (s.src if s.op is Ops.GROUP else (s,))))
 def coarsen(sink:UOp, g:UOp, regs:list[UOp]) -> UOp:
   """Each invocation does the work of two along g: gidx = 2 * gidx' + c for c = 0, 1."""
@@ -92,7 +96,7 @@ def tile(sink:UOp, caps:Caps) -> UOp|None:
   glob = [u for u in topo if u.op is Ops.SPECIAL and u.arg.startswith("gidx")]
   groups = prod(int(u.src[0].vmax) for u in glob)
   lanes = prod(int(u.src[0].vmax) for u in topo if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
-  if groups * lanes * passes_bound(topo) * sum(r.max_numel() for r in regs) < TILE_MIN_WORK: return None
+  if groups * lanes * passes_bound(topo) * sum(r.max_numel() for r in regs) < TILE_MIN_WORK[caps.jit]: return None
   # the global loads inside loops, a vector load counted by its lanes
   in_loop: dict[UOp, bool] = {}
   for u in topo: in_loop[u] = u.op is Ops.RANGE or any(in_loop[s] for s in u.src)
