@@ -49,10 +49,11 @@ class VulkanDevice(Compiled):
     super().__init__(device, VulkanAllocator(self), RENDERERS, VulkanProgram, graph, arch=caps.encode())
   @property
   def arch(self) -> str:
-    """The renderer's Target.arch: the device's caps, with `jit=1` while a TinyJit call runs (tinygrad_vk/__init__.py counts them):
-    its graph replays what is compiled there without tinygrad's eager launch, whose host time grows with a kernel's UOps, so bigger
-    code pays back there (renderer/passes/tile.py TILE_MIN_WORK). A distinct Target, so a renderer and a compiled-kernel cache of its own."""
-    return self._arch + (",jit=1" if tinygrad_vk.jit_calls else "")
+    """The renderer's Target.arch: the device's caps, with `jit=1` while a TinyJit call runs (tinygrad_vk/__init__.py counts them)
+    where the tile pass is on: the JIT's graph replays what is compiled there without tinygrad's eager launch, whose host time grows
+    with a kernel's UOps, so bigger code pays back (renderer/passes/tile.py TILE_MIN_WORK). A distinct Target, so a renderer and
+    compiled-kernel cache of its own: a kernel launched both eagerly and in a JIT compiles twice, hence only where it can differ."""
+    return self._arch + (",jit=1" if tinygrad_vk.jit_calls and "tile" in self.caps else "")
   @arch.setter
   def arch(self, arch:str): self._arch = arch
   def compiled(self, prg):
