@@ -25,7 +25,9 @@ kernels) needs Vulkan 1.3, which lavapipe has. A row first runs with TORCHVULKAN
 (torch pinned first, or pip fetches the CUDA build; a local torch-2.13.0+cpu wheel file installs the same). bench.py finds that
 venv by itself; --torch-python PATH or TORCH_PYTHON=PATH names another python. Without one the columns say "(not installed)".
 
-The llama.cpp Vulkan and llama.cpp CPU columns (full mode, the language-model rows) are llama.cpp's llama-bench on the same model
+The language-model rows (full mode) include the first prompt's forward pass in a fresh process with CACHELEVEL=0 and
+MESA_SHADER_CACHE_DISABLE=true, compile included (VULKAN and CPU). The llama.cpp Vulkan and llama.cpp CPU columns (full mode, the
+language-model rows) are llama.cpp's llama-bench on the same model
 architecture, ggml-vulkan on the driver the loader picks and ggml's CPU backend, where llama-bench is on PATH
 (scripts/llama_cpp.py says how to install it: Debian sid packages it, so here it runs in the sid root, on Mesa 26.2).
 """
@@ -64,7 +66,8 @@ ROWS = [("gemm512", "GEMM fp32 512", "GFLOP/s"), ("gemm1024", "GEMM fp32 1024", 
         ("memcpy", "memcpy 64 MiB (np.copyto)", "GB/s"),
         ("cnn_train", "CNN train step (TinyJit, bs32)", "steps/s"), ("tf_train", "transformer train step (2x64, b8)", "steps/s"),
         *((f"llm_{k}_{dt}", f"LLaMA 512x8 {k} {dt}{', 64 tokens' if k == 'prefill' else ''}", "tokens/s")
-          for dt in ("float", "half") for k in ("prefill", "decode"))]
+          for dt in ("float", "half") for k in ("prefill", "decode")),
+        ("llm_first", "cold: LLaMA 512x8 float 1st prefill", "ms")]
 COLS = ["VULKAN", "VULKAN:GLSL", "CPU", "WEBGPU", "torchvulkan", "torch CPU", "numpy", "floor", "llama.cpp Vulkan", "llama.cpp CPU"]
 # the rows scripts/bench_torch.py runs; the torch peers' python: --torch-python, else $TORCH_PYTHON, else this venv's when it exists
 TORCH_TASKS = ["gemm512", "gemm1024", "add16M", "conv2d", "cnn_train", "tf_train"]
@@ -282,20 +285,24 @@ def worker(tasks:list[str], quick:bool, out_path:str):
         return loss.realize(*opt.schedule_step())
     return step, Tensor.randint(B, T, high=V).realize(), Tensor.randint(B, T, high=V).realize()
 
-  def llm():
-    # LLM's model (scripts/llama_check.py), random weights in float and in half: the prompt's forward pass timed after one warm-up,
-    # then greedy decode steps under TinyJit (the KV cache at a symbolic position), the first 3 not timed
+  def llm_model(dt, rng):
+    # LLM's model (scripts/llama_check.py) with random weights in dtype dt, and a prompt
     sys.path.insert(0, HERE)
     import llama_check as L
-    from tinygrad import Variable, dtypes
     from tinygrad.nn.state import get_state_dict
     L.MAX_CONTEXT = LLM["prompt"] + LLM["decode"] + 4
+    model = L.Llama(LLM["dim"], LLM["heads"], LLM["heads"], LLM["layers"], LLM["vocab"], LLM["hidden"])
+    for k, t in get_state_dict(model).items():
+      t.replace(Tensor((rng.normal(1, 0.1, t.shape) if "norm" in k else rng.normal(0, 0.02, t.shape)).astype(np.float32)).cast(dt).realize())
+    return L, model, rng.integers(0, LLM["vocab"], LLM["prompt"]).tolist()
+
+  def llm():
+    # the prompt's forward pass timed after one warm-up, then greedy decode steps under TinyJit (the KV cache at a symbolic
+    # position), the first 3 not timed; in float and in half
+    from tinygrad import Variable, dtypes
     out, rng = {}, np.random.default_rng(0)
-    prompt = rng.integers(0, LLM["vocab"], LLM["prompt"]).tolist()
     for name, dt in (("float", dtypes.float), ("half", dtypes.half)):
-      model = L.Llama(LLM["dim"], LLM["heads"], LLM["heads"], LLM["layers"], LLM["vocab"], LLM["hidden"])
-      for k, t in get_state_dict(model).items():
-        t.replace(Tensor((rng.normal(1, 0.1, t.shape) if "norm" in k else rng.normal(0, 0.02, t.shape)).astype(np.float32)).cast(dt).realize())
+      L, model, prompt = llm_model(dt, rng)
       ts = wall_times(lambda: model(Tensor([prompt]), 0), dev.synchronize, 2 if quick else 3, 1)
       step = TinyJit(lambda tok, pos: model(tok, pos).argmax(-1).realize())
       tok, steps = int(model(Tensor([prompt]), 0).argmax().item()), []
@@ -305,6 +312,16 @@ def worker(tasks:list[str], quick:bool, out_path:str):
         steps.append(time.perf_counter() - st)
       out |= {f"llm_prefill_{name}": rate(ts, LLM["prompt"], "tokens/s"), f"llm_decode_{name}": rate(steps[3:], 1, "tokens/s")}
     return out
+
+  def llm_first():
+    # a fresh process without tinygrad's disk cache or Mesa's (see main): the prompt's first forward pass in float, compile included
+    from tinygrad import dtypes
+    _, model, prompt = llm_model(dtypes.float, np.random.default_rng(0))
+    dev.synchronize()
+    st = time.perf_counter()
+    model(Tensor([prompt]), 0).realize()
+    dev.synchronize()
+    return {"llm_first": stat([(time.perf_counter() - st) * 1e3], "ms")}
 
   def cnn_first():
     # a fresh process without tinygrad's disk cache (see main): schedule + codegen + compile + pipelines + run of a first step
@@ -327,7 +344,7 @@ def worker(tasks:list[str], quick:bool, out_path:str):
              "launch_eager": lambda: eager(False), "launch_eager_sync": lambda: eager(True), "launch_jit": jit, "wide": wide,
              "paired": paired,
              "compile": compile_cost, "copy": copies, "cnn_train": lambda: train(*cnn_step()), "tf_train": lambda: train(*tf_step()),
-             "cnn_first": cnn_first, "llm": llm}
+             "cnn_first": cnn_first, "llm": llm, "llm_first": llm_first}
   for name in tasks:
     try:
       r = benches[name]()
@@ -453,6 +470,10 @@ def main():
     results.setdefault(col, {}).update({"cnn_first": r.get("cnn_first", {"error": r.get("error", "missing")}),
                                         "cnn_first_serial": r0.get("cnn_first", {"error": r0.get("error", "missing")}),
                                         "cnn_first_compile": r0.get("cnn_first_compile", {"error": r0.get("error", "missing")})})
+  # the language model's first prompt in a fresh process, without tinygrad's disk cache or Mesa's shader cache (issue 41)
+  for col, dev in (("VULKAN", "VULKAN:SPIRV"), ("CPU", "CPU")) if "llm" in tasks else ():
+    r = run_sub([me, "--worker", "llm_first"] + q, {"DEV": dev, "CACHELEVEL": "0", "MESA_SHADER_CACHE_DISABLE": "true"}, 600)
+    results.setdefault(col, {})["llm_first"] = r.get("llm_first", {"error": r.get("error", "missing")})
   # VULKAN again with one switch flipped, for the rows that switch affects: (env, tasks, {worker key: row key}, timeout)
   extra = [({"VULKAN_FORCE_STAGING": "1"}, "copy", {"copy_h2d": "copy_h2d_staging", "copy_d2h": "copy_d2h_staging"}, 60),
            ({"VULKAN_GRAPH": "0"}, "launch_jit", {"launch_jit": "launch_jit_nograph"}, 60),
@@ -564,6 +585,7 @@ def main():
     "cold CNN step 1st call VULKAN / CPU": ratio(V.get("cnn_first"), C.get("cnn_first")),
     "cold CNN step 1st call VULKAN / CPU, PARALLEL=0": ratio(V.get("cnn_first_serial"), C.get("cnn_first_serial")),
     "cold CNN step 1st call GLSL / SPIR-V": ratio(G.get("cnn_first"), V.get("cnn_first")),
+    "cold LLaMA 1st prefill VULKAN / CPU": ratio(V.get("llm_first"), C.get("llm_first")),
     "GEMM 1024 SPIR-V / GLSL (separate processes)": ratio(V.get("gemm1024"), G.get("gemm1024")),
     "add 16M SPIR-V / GLSL (separate processes)": ratio(V.get("add16M"), G.get("add16M")),
     "conv2d SPIR-V / GLSL (separate processes)": ratio(V.get("conv2d"), G.get("conv2d")),
