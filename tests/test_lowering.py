@@ -7,6 +7,7 @@ from tinygrad.dtype import dtypes
 from tinygrad.device import Buffer
 from tinygrad.uop.ops import UOp, AxisType
 from util import run_kernel, run_python, kernel_sources, kernel_source, BindSpy, bind_align, needs, shows, in_words, flushed, rng, vectors
+from util import kernel_programs, data
 
 N = 13   # not a multiple of any workgroup size
 
@@ -186,3 +187,18 @@ def test_kernel_with_an_unused_buffer():
   r = UOp.range(N, 0, AxisType.LOOP)
   run_kernel([o.index(r).store(s.index(r) * 2.0 + 1.0).end(r)], [out, unused, src])
   np.testing.assert_array_equal(as_np(out, np.float32), a_np * 2 + 1)
+
+@needs(dtypes.half)
+def test_half_sin_and_exp2_in_float():
+  # tinygrad decomposes sin and exp2 of half in half; the renderer keeps both and decomposes them in float32 (renderer/kernel.py
+  # transcendental_matcher): Vulkan promises little for float16 math, and lavapipe compiles it slowly. No half arithmetic is left
+  from tinygrad import Tensor
+  from tinygrad.uop.ops import GroupOp
+  special = [0.0, -0.0, 30.0, np.inf, -np.inf, np.nan]
+  for f, ref, x in ((Tensor.sin, np.sin, np.concatenate([data((997,), lo=-40.0, hi=40.0), [1000.0], special])),
+                    (Tensor.exp2, np.exp2, np.concatenate([data((997,), lo=-14.0, hi=15.0), special]))):
+    x = x.astype(np.float16)
+    for p in kernel_programs(f(Tensor(x))):
+      assert not [u.op for u in p.src[1].src if u.op in GroupOp.ALU and u.dtype == dtypes.half], p.src[2].arg
+    with np.errstate(invalid="ignore", over="ignore"):
+      np.testing.assert_allclose(f(Tensor(x)).numpy().astype(np.float64), ref(x.astype(np.float64)).astype(np.float16), atol=1e-3, rtol=1e-3)

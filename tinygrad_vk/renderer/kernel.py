@@ -11,7 +11,7 @@ from tinygrad.dtype import DType, dtypes, AddrSpace
 from tinygrad.uop.ops import Ops, UOp, UPat, PatternMatcher
 from tinygrad.renderer.cstyle import create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.renderer.wgsl import is_nan
-from tinygrad.codegen.decomp.transcendental import xlog2
+from tinygrad.codegen.decomp.transcendental import xlog2, xsin, xexp2
 from tinygrad.device import CompileError
 from tinygrad.renderer import Renderer
 from tinygrad.codegen.opt.postrange import Scheduler
@@ -49,15 +49,24 @@ nan_bits_matcher = PatternMatcher([
   (UPat.var("a", dtypes.floats).alu(Ops.CMPEQ, UPat.var("a")), lambda a: is_nan(a).ne(True)),
 ])
 
+# sin and exp2: tinygrad's decompositions (see NATIVE_OPS), in float32 for the narrower floats. The renderer keeps both ops, so tinygrad
+# does not decompose them in float16 itself: Vulkan promises little for float16 math, and lavapipe compiles it slowly (LLaMA 512x8's
+# first prefill in half, rotary embeddings' sin and cos in half, PARALLEL=0: 12.3 -> 6.8 s on Mesa 25.0, 5.0 -> 4.4 s on Mesa 22.3)
+transcendental_matcher = PatternMatcher([
+  (UPat((Ops.SIN, Ops.EXP2), tuple(dt for dt in dtypes.floats if dt not in (dtypes.float, dtypes.double)), name="x"),
+   lambda x: UOp(x.op, dtypes.float, (x.src[0].cast(dtypes.float),)).cast(x.dtype)),
+  (UPat(Ops.SIN, (dtypes.float, dtypes.double), src=(UPat.var("d"),)), xsin),
+  (UPat(Ops.EXP2, (dtypes.float, dtypes.double), src=(UPat.var("d"),)), xexp2),
+])
+KEPT_OPS = (Ops.SIN, Ops.EXP2)
+
 def extra_matcher(caps:Caps) -> PatternMatcher:
   # bfloat16 in 16-bit values computed in float needs shaderInt16; without it half.py keeps it in words, as half
   bf16 = create_non_native_float_pats((dtypes.bfloat16,)) + pm_manual_bf16_cast if "i16" in caps else PatternMatcher([])
   pm = (vulkan_matcher if "nan32" in caps else vulkan_matcher + nan_bits_matcher) + bf16 + \
     PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda ctx, sink: run_passes(ctx.caps, sink))])
-  # without int64 the renderer keeps SIN (see keeps_sin): tinygrad's sin needs 64-bit integers, sin32.py lowers it
-  return sin32_matcher + pm if keeps_sin(caps) else pm
-
-def keeps_sin(caps:Caps) -> bool: return "i64" not in caps
+  # tinygrad's sin of float32 needs 64-bit integers: without them sin32.py's goes first
+  return (sin32_matcher if "i64" not in caps else PatternMatcher([])) + transcendental_matcher + pm
 
 def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   """Refuse a kernel this device cannot run (CompileError naming the kernel, the dtype or the budget and why)."""
@@ -71,8 +80,8 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
   if "i64" not in caps and (u := next((u for u in uops if u.dtype in LONGS and not var_in_words(u)), None)) is not None:
     raise CompileError(f"VULKAN: {u.op} of {u.dtype} (from {', '.join(f'{x.op} of {x.dtype}' for x in u.src)}) left in {name}: without "
                        "shaderInt64 int64 is split into 32-bit pairs, which a 64-bit view of another buffer's memory is not")
-  if keeps_sin(caps) and (s := next((u for u in uops if u.op is Ops.SIN), None)) is not None:
-    raise CompileError(f"VULKAN: SIN of {s.dtype} in {name} was not lowered (renderer/passes/sin32.py)")
+  if (s := next((u for u in uops if u.op in KEPT_OPS), None)) is not None:
+    raise CompileError(f"VULKAN: {s.op} of {s.dtype} in {name} was not lowered (transcendental_matcher)")
   check_loop_budget(uops, caps.maxloop, name)
   if (wmmas := {Wmma.of(u) for u in uops if u.op is Ops.WMMA}):
     local = prod(local_size(uops))
@@ -84,9 +93,9 @@ def check_kernel(caps:Caps, uops:list[UOp], name:str) -> None:
 
 # ---- the renderers' common part
 # the ops both renderers have native code for: tinygrad decomposes the others, the same way for both, so they compute the same bits.
-# SIN is left out on purpose: Vulkan bounds its error only on [-pi, pi], so tinygrad's decomposition is used instead (where that
-# needs int64 the renderer keeps SIN and sin32.py lowers it, see keeps_sin). So is EXP2: Vulkan allows Exp2 3+2|x| ulp, and
-# lavapipe's and SwiftShader's are often off by more than 1; tinygrad's xexp2 is within 1 ulp, as on its CPU device.
+# SIN is left out on purpose: Vulkan bounds its error only on [-pi, pi], so tinygrad's decomposition is used instead. So is EXP2:
+# Vulkan allows Exp2 3+2|x| ulp, and lavapipe's and SwiftShader's are often off by more than 1; tinygrad's xexp2 is within 1 ulp, as
+# on its CPU device. The renderer keeps both (KEPT_OPS) and transcendental_matcher decomposes them, in float32 for half.
 NATIVE_OPS = (Ops.SQRT, Ops.LOG2, Ops.TRUNC, Ops.RECIPROCAL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.ADD, Ops.MUL, Ops.SUB,
               Ops.FDIV, Ops.CDIV, Ops.CMOD, Ops.CMPNE, Ops.CMPEQ, Ops.CMPLT, Ops.SHR, Ops.SHL, Ops.WHERE)
 
@@ -101,8 +110,8 @@ class VulkanRenderer(Renderer):
     self.supports_float4 = "vec" in self.caps
     self.tensor_cores = tensor_cores(self.caps)
     self.extra_matcher = extra_matcher(self.caps)
-    # tinygrad reads only which ops are native; a renderer that has no code for one (SIN, lowered before rendering) keeps a stub
-    self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + ((Ops.SIN,) if keeps_sin(self.caps) else ())}
+    # tinygrad reads only which ops are native; a renderer that has no code for one (KEPT_OPS, lowered before rendering) keeps a stub
+    self.code_for_op = {op: self.code_for_op.get(op, lambda *a, **kw: None) for op in NATIVE_OPS + KEPT_OPS}
   def supported_dtypes(self) -> set[DType]: return supported_dtypes(self.caps)
   def hand_coded_optimizations(self, k:Scheduler, heuristic:Callable[[Scheduler], Scheduler]) -> Scheduler:
     """tinygrad's heuristic (through the start-up hook, tinygrad_vk/__init__.py), changed where opts.py knows better."""

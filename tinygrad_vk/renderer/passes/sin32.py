@@ -1,11 +1,12 @@
 """sin without 64-bit integers: tinygrad's xsin with the Payne-Hanek reduction on (hi, lo) uint32 pairs, the 2/pi bits shifted
 with 32-bit shifts and x * 2/pi as three 32x32 -> 64-bit products of 16-bit halves. tinygrad's reduction uses uint64 and comes
 after its own int64 emulation ran: split into int pairs later it grows a sin into ~20000 UOps (its 64-bit division is bit-serial).
-Renderers of devices without shaderInt64 keep SIN, and `sin32_matcher` lowers it in their final rewrite.
+On devices without shaderInt64 `sin32_matcher` lowers float32 SIN in the renderer's final rewrite, before renderer/kernel.py's
+`transcendental_matcher` (the renderer keeps SIN on every device).
 """
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import UOp, UPat, Ops, PatternMatcher
-from tinygrad.codegen.decomp.transcendental import _lazy_map_numbers, frexp, cody_waite_reduction, sin_poly_small, sin_poly_large, xsin
+from tinygrad.codegen.decomp.transcendental import _lazy_map_numbers, frexp, cody_waite_reduction, sin_poly_small, sin_poly_large
 
 TWO_OVER_PI = [0x00000000, 0x28be60db, 0x9391054a, 0x7f09d5f4, 0x7d4d3770, 0x36d8a566, 0x4f10e410]   # 2/pi, 32 bits a word
 def _u(v:int) -> UOp: return UOp.const(v, dtypes.uint)
@@ -47,9 +48,5 @@ def xsin32(d:UOp) -> UOp:
   result = (x_abs < 30.0).where(sin_poly_small(r_small, q_small), sin_poly_large(r, q)) * x_sign
   return _lazy_map_numbers(d, d.const_like(float("nan")), d.const_like(float("nan")), d.const_like(float("nan")), result)
 
-sin32_matcher = PatternMatcher([
-  (UPat(Ops.SIN, dtypes.float, src=(UPat.var("d"),)), xsin32),
-  (UPat(Ops.SIN, dtypes.half, src=(UPat.var("d"),)), lambda d: xsin32(d.cast(dtypes.float)).cast(dtypes.half)),
-  # float64 has no 32-bit reduction here: tinygrad's, whose int64 math renderer/passes/packing.py splits into int pairs
-  (UPat(Ops.SIN, dtypes.double, src=(UPat.var("d"),)), xsin),
-])
+# float64 has no 32-bit reduction here: tinygrad's (renderer/kernel.py), whose int64 math renderer/passes/packing.py splits into int pairs
+sin32_matcher = PatternMatcher([(UPat(Ops.SIN, dtypes.float, src=(UPat.var("d"),)), xsin32)])
